@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define RIDGE_CHECK(cond)                                                             \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
+#define RIDGE_CHECK(cond)                                                                 \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                   \
-    }                                                                                 \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)

@@ -14,10 +14,14 @@ std::mutex g_mutex;
 
 const char* LevelTag(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "D";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kWarning: return "W";
-    case LogLevel::kError: return "E";
+    case LogLevel::kDebug:
+      return "D";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kWarning:
+      return "W";
+    case LogLevel::kError:
+      return "E";
   }
   return "?";
 }
@@ -32,8 +36,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(std::string_view name) {
   if (name == "info") return LogLevel::kInfo;
   if (name == "warning") return LogLevel::kWarning;
   if (name == "error") return LogLevel::kError;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown log level '", name, "': expected debug, info, warning or error"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown log level '", std::string(name),
+                                                 "': expected debug, info, warning or error"));
 }
 
 void LogLine(LogLevel level, std::string_view message) {

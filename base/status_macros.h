@@ -7,9 +7,9 @@
 #define RIDGE_CONCAT_INNER(a, b) a##b
 #define RIDGE_CONCAT(a, b) RIDGE_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                \
-  do {                                       \
-    ::absl::Status ridge_status_ = (expr);   \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::absl::Status ridge_status_ = (expr);         \
     if (!ridge_status_.ok()) return ridge_status_; \
   } while (0)
 

@@ -1,0 +1,32 @@
+// ridgeserve: an inference server and toolkit for MesaNet models.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "server/commands.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: ridgeserve COMMAND [flags]
+
+commands:
+  generate   sample a continuation of a prompt given as token ids
+  score      write the logits of every position of a token sequence (teacher forcing)
+  info       describe a checkpoint (--model DIR) and the GPUs this machine has
+
+Run `ridgeserve COMMAND --help` for a command's flags.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "score") return ridge::RunScoreCommand(argc - 2, argv + 2);
+  if (command == "info") return ridge::RunInfoCommand(argc - 2, argv + 2);
+  std::fprintf(stderr, "ridgeserve: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}
