@@ -1,0 +1,80 @@
+// Turns one row of logits into the next token of one sequence: penalties, then temperature,
+// top-k, top-p and min-p (vLLM V0's order; V1 applies min-p before top-k/top-p), then a draw
+// from the sequence's own random stream. O(V) per call except for sorting top-p's boundary
+// bucket (O(V log V) only if every weight falls in it).
+//
+// Non-finite logits: NaN is read as -inf (the token can never be chosen), +inf as "certain"
+// (the +inf tokens share all the probability equally). If no token has a logit above -inf the
+// sampler falls back to token 0 rather than abort; callers that care should check the model's
+// output for NaN themselves.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/sampling_params.h"
+
+namespace ridge {
+
+class Sampler {
+ public:
+  // Validates `params` and builds the sampler of one sequence. With params.seed set, the
+  // tokens drawn are a function of the seed and the inputs alone (std::mt19937_64 is fully
+  // specified, no library distribution is used, and the draw walks token ids in order, not in
+  // whatever order a selection algorithm left them); without it, the sampler is seeded from
+  // std::random_device.
+  static absl::StatusOr<Sampler> Create(const SamplingParams& params, int32_t vocab_size);
+
+  // Picks the next token. `logits` has vocab_size entries; token ids must be in [0, vocab_size)
+  // (the engine validates prompts on admission, so a bad id here is a bug and aborts).
+  // Allocation-free: all scratch space is reserved at creation.
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
+                 std::span<const int32_t> generated_tokens);
+
+  // The first stage of Sample, in place, exposed for tests: the repetition penalty over the
+  // distinct tokens of prompt + generated (positive logits divided, negative ones multiplied),
+  // then logit -= frequency_penalty * count + presence_penalty * (count > 0) over the
+  // generated tokens only.
+  void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
+                      std::span<const int32_t> generated_tokens);
+
+  const SamplingParams& params() const { return params_; }
+  int32_t vocab_size() const { return vocab_size_; }
+
+ private:
+  Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed);
+
+  // Uniform in [0, 1) with 53 random bits, computed here so that no standard library
+  // distribution (whose algorithms differ between implementations) is involved.
+  double NextUniform() { return static_cast<double>(rng_() >> 11) * 0x1p-53; }
+
+  int32_t SampleAtTemperature();
+  void ComputeWeights(float max_logit);
+  size_t KeepTopK();
+  size_t KeepTopP(size_t size);
+  int32_t Draw(uint64_t max_kept_key);
+
+  SamplingParams params_;
+  int32_t vocab_size_;
+  std::mt19937_64 rng_;
+
+  // Scratch, vocab_size entries each, reused by every call.
+  std::vector<float> logits_;         // Penalised logits, NaN replaced by -inf.
+  std::vector<float> weights_;        // Unnormalised probabilities, 1 for the best token.
+  std::vector<uint64_t> rank_keys_;   // Candidates for top-k / top-p, see RankKey in sampler.cc.
+  std::vector<int32_t> token_marks_;  // Zero between calls; counts or "seen" marks within one.
+};
+
+// Log-softmax of the raw `logits` (before penalties and temperature, as OpenAI and vLLM report
+// them) for the `n` most likely tokens, most likely first, lowest id first on ties. Writes
+// min(n, vocab) pairs (token, logprob) into `out`, reusing its capacity.
+void TopLogprobs(std::span<const float> logits, int n, std::vector<std::pair<int32_t, float>>* out);
+
+// Log-softmax of the raw `logits` at `token`, e.g. the logprob of the sampled token.
+float TokenLogprob(std::span<const float> logits, int32_t token);
+
+}  // namespace ridge

@@ -1,0 +1,63 @@
+#include "engine/sampling_params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/check.h"
+
+namespace ridge {
+namespace {
+
+// absl::string_view, not std::string_view: Debian's abseil keeps its own string_view type, and
+// StrCat accepts only that one.
+template <typename T>
+absl::Status OutOfRange(absl::string_view field, absl::string_view allowed, T value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling parameter ", field, " must be ", allowed, ", got ", value));
+}
+
+// Every range test below is written so that NaN fails it: comparisons with NaN are false.
+bool InClosedRange(float value, float low, float high) { return value >= low && value <= high; }
+
+}  // namespace
+
+absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size) {
+  RIDGE_CHECK(vocab_size > 0);
+  if (params.max_tokens < 1) {
+    return OutOfRange("max_tokens", "an integer >= 1", params.max_tokens);
+  }
+  if (!(std::isfinite(params.temperature) && params.temperature >= 0.0f)) {
+    return OutOfRange("temperature", "a finite number >= 0 (0 means greedy)", params.temperature);
+  }
+  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) {
+    return OutOfRange("top_p", "in (0, 1] (1 turns it off)", params.top_p);
+  }
+  if (params.top_k < 0) {
+    return OutOfRange("top_k", "an integer >= 0 (0 or a value >= the vocabulary size turns it off)",
+                      params.top_k);
+  }
+  if (!InClosedRange(params.min_p, 0.0f, 1.0f)) {
+    return OutOfRange("min_p", "in [0, 1] (0 turns it off)", params.min_p);
+  }
+  if (!(std::isfinite(params.repetition_penalty) && params.repetition_penalty > 0.0f)) {
+    return OutOfRange("repetition_penalty", "a finite number > 0 (1 turns it off)",
+                      params.repetition_penalty);
+  }
+  if (!InClosedRange(params.presence_penalty, -2.0f, 2.0f)) {
+    return OutOfRange("presence_penalty", "in [-2, 2] (0 turns it off)", params.presence_penalty);
+  }
+  if (!InClosedRange(params.frequency_penalty, -2.0f, 2.0f)) {
+    return OutOfRange("frequency_penalty", "in [-2, 2] (0 turns it off)", params.frequency_penalty);
+  }
+  for (size_t i = 0; i < params.stop_token_ids.size(); ++i) {
+    const int32_t id = params.stop_token_ids[i];
+    if (id < 0 || id >= vocab_size) {
+      return OutOfRange(absl::StrCat("stop_token_ids[", i, "]"),
+                        absl::StrCat("a token id in [0, ", vocab_size, ")"), id);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ridge

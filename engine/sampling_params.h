@@ -1,0 +1,31 @@
+// Per-request sampling parameters. Names and meanings follow vLLM and the OpenAI API so that
+// the HTTP and gRPC layers can map request fields one to one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ridge {
+
+struct SamplingParams {
+  int32_t max_tokens = 16;
+  float temperature = 1.0f;         // 0 selects greedy decoding.
+  float top_p = 1.0f;               // 1 = off.
+  int32_t top_k = 0;                // 0, or any value >= the vocabulary size, = off.
+  float min_p = 0.0f;               // 0 = off.
+  float repetition_penalty = 1.0f;  // Hugging Face semantics; 1 = off.
+  float presence_penalty = 0.0f;    // OpenAI semantics; 0 = off.
+  float frequency_penalty = 0.0f;   // OpenAI semantics; 0 = off.
+  std::optional<uint64_t> seed;     // Unset: a fresh random seed per sequence.
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+// Returns InvalidArgument naming the first field that is out of range (NaN is out of range
+// everywhere), with the allowed range in the message. `vocab_size` must be positive.
+absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size);
+
+}  // namespace ridge
