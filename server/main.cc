@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "generate") return ridge::RunGenerateCommand(argc - 2, argv + 2);
   if (command == "score") return ridge::RunScoreCommand(argc - 2, argv + 2);
   if (command == "info") return ridge::RunInfoCommand(argc - 2, argv + 2);
   std::fprintf(stderr, "ridgeserve: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -1,0 +1,136 @@
+#include "engine/offline_generation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/sampler.h"
+
+namespace ridge {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct ActiveSequence {
+  const GenerationRequest* request;
+  GenerationResult* result;
+  MesaState state;
+  Sampler sampler;
+  int32_t next_token = 0;
+  bool done = false;
+};
+
+// Records `token` as sampled; returns true when the sequence ends with it.
+bool Accept(ActiveSequence& seq, int32_t token, int64_t eos_token_id) {
+  const SamplingParams& p = seq.request->sampling;
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+      p.stop_token_ids.end()) {
+    seq.result->finish_reason = FinishReason::kStop;
+    return true;
+  }
+  if (!p.ignore_eos && token == eos_token_id) {
+    seq.result->finish_reason = FinishReason::kEos;
+    return true;
+  }
+  seq.result->tokens.push_back(token);
+  seq.next_token = token;
+  if (static_cast<int32_t>(seq.result->tokens.size()) >= p.max_tokens) {
+    seq.result->finish_reason = FinishReason::kLength;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kEos:
+      return "eos";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
+    const MesaNetModel& model, std::span<const GenerationRequest> requests,
+    GenerationTimings* timings) {
+  const MesaNetConfig& config = model.config();
+  const int32_t vocab = static_cast<int32_t>(config.vocab_size);
+  std::vector<GenerationResult> results(requests.size());
+  std::vector<ActiveSequence> sequences;
+  sequences.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const GenerationRequest& request = requests[i];
+    if (request.prompt.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": the prompt is empty"));
+    }
+    for (int32_t id : request.prompt) {
+      if (id < 0 || id >= vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("request ", i, ": prompt token id ", id,
+                                                       " is outside the vocabulary [0, ", vocab,
+                                                       ")"));
+      }
+    }
+    auto sampler = Sampler::Create(request.sampling, vocab);
+    if (!sampler.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", i, ": ", sampler.status().message()));
+    }
+    sequences.push_back({&request, &results[i], model.NewState(), std::move(*sampler)});
+  }
+  GenerationTimings local;
+  GenerationTimings& t = timings != nullptr ? *timings : local;
+  t = GenerationTimings{};
+
+  std::vector<SequenceChunk> chunks;
+  std::vector<float> logits;
+  auto sample_all = [&](std::span<ActiveSequence*> batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      ActiveSequence& seq = *batch[i];
+      const int32_t token =
+          seq.sampler.Sample(std::span<const float>(logits).subspan(i * vocab, vocab),
+                             seq.request->prompt, seq.result->tokens);
+      ++t.generated_tokens;
+      seq.done = Accept(seq, token, config.eos_token_id);
+    }
+  };
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<ActiveSequence*> batch;
+  for (ActiveSequence& seq : sequences) {
+    chunks.push_back(
+        {&seq.state, seq.request->prompt, seq.request->solver, &seq.result->prefill_solver});
+    batch.push_back(&seq);
+    t.prompt_tokens += static_cast<int64_t>(seq.request->prompt.size());
+  }
+  RETURN_IF_ERROR(model.Forward(chunks, SolvePhase::kPrefill, LogitsFor::kLastToken, &logits));
+  sample_all(batch);
+  t.prefill_seconds = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  while (true) {
+    batch.clear();
+    chunks.clear();
+    for (ActiveSequence& seq : sequences) {
+      if (seq.done) continue;
+      batch.push_back(&seq);
+      chunks.push_back(
+          {&seq.state, {&seq.next_token, 1}, seq.request->solver, &seq.result->decode_solver});
+    }
+    if (batch.empty()) break;
+    RETURN_IF_ERROR(model.Forward(chunks, SolvePhase::kDecode, LogitsFor::kLastToken, &logits));
+    ++t.decode_steps;
+    sample_all(batch);
+  }
+  t.decode_seconds = SecondsSince(start);
+  return results;
+}
+
+}  // namespace ridge

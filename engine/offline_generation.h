@@ -1,0 +1,46 @@
+// Generation without a server: a fixed set of requests decoded together, one batched forward
+// call per step, until each finishes. The CLI and the benchmarks use it; the server's
+// scheduler adds admission and cancellation on top of the same model calls.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/sampling_params.h"
+#include "kernels/solver_types.h"
+#include "models/mesanet_model.h"
+
+namespace ridge {
+
+enum class FinishReason { kLength, kStop, kEos };
+std::string_view FinishReasonName(FinishReason reason);
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  SolverOptions solver;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids; a stop id or EOS that ended it is not included
+  FinishReason finish_reason = FinishReason::kLength;
+  SolverStats prefill_solver, decode_solver;
+};
+
+struct GenerationTimings {
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+  int64_t prompt_tokens = 0;
+  int64_t decode_steps = 0;
+  int64_t generated_tokens = 0;
+};
+
+// Validates every request before running any. timings may be null.
+absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
+    const MesaNetModel& model, std::span<const GenerationRequest> requests,
+    GenerationTimings* timings);
+
+}  // namespace ridge

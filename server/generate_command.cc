@@ -1,0 +1,106 @@
+// ridgeserve generate: sample a continuation of a prompt given as token ids.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "engine/offline_generation.h"
+#include "server/command_support.h"
+#include "server/commands.h"
+
+namespace ridge {
+namespace {
+
+constexpr char kUsage[] = R"(usage: ridgeserve generate --model DIR --prompt-ids 1,2,3 [flags]
+
+Prints the generated token ids (comma-separated) on stdout, and the finish reason and solver
+statistics on stderr.
+  --max-tokens N            tokens to generate at most (default 16)
+  --temperature T           0 = greedy (default 1)
+  --top-k K                 keep the K most likely tokens (0 = off)
+  --top-p P                 keep the smallest set of mass >= P (1 = off)
+  --min-p P                 drop tokens below P x the top probability (0 = off)
+  --repetition-penalty R    Hugging Face repetition penalty (1 = off)
+  --presence-penalty P      OpenAI presence penalty in [-2, 2]
+  --frequency-penalty F     OpenAI frequency penalty in [-2, 2]
+  --seed S                  same seed, same tokens
+  --stop-token-ids 5,6      stop when one of these is sampled
+  --ignore-eos              keep going past the end-of-sequence token
+  --solver-tolerance T      CG stops when ||r|| <= T ||r0|| (0 = run every iteration)
+  --solver-max-iterations M CG iteration cap (default: the config's max_cg_step_decoding)
+  --threads N               CPU threads (default: all cores)
+)";
+
+absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {
+  SamplingParams p;
+  ASSIGN_OR_RETURN(const int64_t max_tokens, args.Int("max-tokens", p.max_tokens));
+  ASSIGN_OR_RETURN(const int64_t top_k, args.Int("top-k", p.top_k));
+  if (max_tokens < 0 || max_tokens > (1 << 30) || top_k < 0 || top_k > (1 << 30)) {
+    return absl::InvalidArgumentError(
+        "--max-tokens and --top-k must be non-negative and below 2^30");
+  }
+  p.max_tokens = static_cast<int32_t>(max_tokens);
+  p.top_k = static_cast<int32_t>(top_k);
+  ASSIGN_OR_RETURN(const double temperature, args.Double("temperature", p.temperature));
+  ASSIGN_OR_RETURN(const double top_p, args.Double("top-p", p.top_p));
+  ASSIGN_OR_RETURN(const double min_p, args.Double("min-p", p.min_p));
+  ASSIGN_OR_RETURN(const double repetition,
+                   args.Double("repetition-penalty", p.repetition_penalty));
+  ASSIGN_OR_RETURN(const double presence, args.Double("presence-penalty", p.presence_penalty));
+  ASSIGN_OR_RETURN(const double frequency, args.Double("frequency-penalty", p.frequency_penalty));
+  p.temperature = static_cast<float>(temperature);
+  p.top_p = static_cast<float>(top_p);
+  p.min_p = static_cast<float>(min_p);
+  p.repetition_penalty = static_cast<float>(repetition);
+  p.presence_penalty = static_cast<float>(presence);
+  p.frequency_penalty = static_cast<float>(frequency);
+  if (args.Has("seed")) {
+    ASSIGN_OR_RETURN(const int64_t seed, args.Int("seed", 0));
+    if (seed < 0) return absl::InvalidArgumentError("--seed must be non-negative");
+    p.seed = static_cast<uint64_t>(seed);
+  }
+  if (args.Has("stop-token-ids")) {
+    ASSIGN_OR_RETURN(p.stop_token_ids, args.IdList("stop-token-ids"));
+  }
+  p.ignore_eos = args.Has("ignore-eos");
+  return p;
+}
+
+absl::Status Generate(int argc, char** argv) {
+  std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
+  known.insert({"prompt-ids", "max-tokens", "temperature", "top-k", "top-p", "min-p",
+                "repetition-penalty", "presence-penalty", "frequency-penalty", "seed",
+                "stop-token-ids", "ignore-eos"});
+  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"ignore-eos"}));
+  GenerationRequest request;
+  ASSIGN_OR_RETURN(request.prompt, args.IdList("prompt-ids"));
+  ASSIGN_OR_RETURN(request.sampling, SamplingFromFlags(args));
+  ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
+  ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->config()));
+  GenerationTimings timings;
+  ASSIGN_OR_RETURN(const auto results, GenerateOffline(*model, {&request, 1}, &timings));
+  const GenerationResult& result = results[0];
+  std::printf("%s\n", absl::StrJoin(result.tokens, ",").c_str());
+  const SolverStats& s = result.decode_solver;
+  std::fprintf(stderr,
+               "finish %s  prompt %lld tokens in %.3f s  generated %zu tokens, decode %.1f tok/s  "
+               "decode solver: mean iterations %.2f, capped %.1f%%\n",
+               std::string(FinishReasonName(result.finish_reason)).c_str(),
+               static_cast<long long>(timings.prompt_tokens), timings.prefill_seconds,
+               result.tokens.size(), timings.decode_steps / std::max(timings.decode_seconds, 1e-9),
+               s.MeanIterations(), 100.0 * s.CappedFraction());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunGenerateCommand(int argc, char** argv) {
+  if (argc >= 1 && std::string(argv[0]) == "--help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const absl::Status status = Generate(argc, argv);
+  return status.ok() ? 0 : ReportError("generate", status);
+}
+
+}  // namespace ridge
