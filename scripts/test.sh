@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds everything and runs the whole test suite (what CI runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh -DRIDGE_BUILD_TESTS=ON
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900

@@ -1,0 +1,121 @@
+// The ridgeserve binary itself: `score` against the FLA goldens in both modes, `generate`
+// determinism, and clear errors for bad flags.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "models/checkpoint.h"
+
+namespace ridge {
+namespace {
+
+const std::filesystem::path kCase =
+    std::filesystem::path(RIDGE_TEST_DATA_DIR) / "mesanet" / "d64_untied";
+
+struct Output {
+  int exit_code;
+  std::string text;  // stdout and stderr
+};
+
+Output RunRidgeserve(const std::string& args, bool with_stderr = true) {
+  const std::string command =
+      std::string(RIDGESERVE_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string text;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+std::vector<float> ReadFloats(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+double RelativeRms(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+std::string GoldenIds() {
+  auto golden = ReadJsonFile(kCase / "golden.json");
+  std::string ids;
+  for (const auto& id : (*golden)["ids"])
+    ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  return ids;
+}
+
+TEST(CliTest, ScoreWritesGoldenLogitsInBothModes) {
+  const auto out =
+      std::filesystem::temp_directory_path() / ("ridge_cli_" + std::to_string(getpid()));
+  std::filesystem::create_directories(out);
+  const std::string base = "score --model " + kCase.string() + " --ids " + GoldenIds();
+
+  Output prefill = RunRidgeserve(base + " --output " + (out / "p.f32").string());
+  ASSERT_EQ(prefill.exit_code, 0) << prefill.text;
+  EXPECT_NE(prefill.text.find("perplexity"), std::string::npos) << prefill.text;
+  EXPECT_NE(prefill.text.find("mean iterations 30.00"), std::string::npos) << prefill.text;
+  EXPECT_LT(RelativeRms(ReadFloats(out / "p.f32"), ReadFloats(kCase / "logits_prefill.f32")), 2e-3);
+
+  Output decode = RunRidgeserve(base + " --decode-from 70 --output " + (out / "d.f32").string());
+  ASSERT_EQ(decode.exit_code, 0) << decode.text;
+  EXPECT_LT(RelativeRms(ReadFloats(out / "d.f32"), ReadFloats(kCase / "logits_decode.f32")), 2e-3);
+
+  Output loose =
+      RunRidgeserve(base + " --solver-tolerance 1e-2 --output " + (out / "l.f32").string());
+  ASSERT_EQ(loose.exit_code, 0) << loose.text;
+  EXPECT_EQ(loose.text.find("mean iterations 30.00"), std::string::npos) << loose.text;
+  std::filesystem::remove_all(out);
+}
+
+TEST(CliTest, GenerateIsDeterministicWithASeed) {
+  const std::string args = "generate --model " + kCase.string() +
+                           " --prompt-ids 1,5,9,200 --max-tokens 12 --temperature 0.8 --top-p 0.9"
+                           " --seed 7 --ignore-eos --log-level error";
+  const Output a = RunRidgeserve(args, false), b = RunRidgeserve(args, false);
+  ASSERT_EQ(a.exit_code, 0) << a.text;
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_NE(RunRidgeserve(args).text.find("finish length"), std::string::npos);
+  int commas = 0;
+  for (char ch : a.text) commas += ch == ',';
+  EXPECT_EQ(commas, 11);  // 12 ids
+}
+
+TEST(CliTest, BadFlagsGiveClearErrors) {
+  const std::string model = " --model " + kCase.string();
+  const std::pair<std::string, std::string> cases[] = {
+      {"generate" + model + " --prompt-ids 1,x", "'x' is not a token id"},
+      {"generate" + model + " --prompt-ids 1,999", "outside the vocabulary"},
+      {"generate" + model + " --prompt-ids 1 --temperature -1", "temperature"},
+      {"generate" + model + " --prompt-ids 1 --top-p 0", "top_p"},
+      {"generate" + model + " --prompt-ids 1 --bogus 3", "unknown flag --bogus"},
+      {"score" + model + " --ids 1,2 --output /tmp/x --decode-from 5", "decode_from 5"},
+      {"score" + model + " --ids 1,2 --output /tmp/x --solver-tolerance nan", "finite number"},
+      {"score" + model + " --ids 1,2 --output /tmp/x --solver-max-iterations 0", "1 to 1000"},
+      {"score --model /nonexistent --ids 1 --output /tmp/x", "does not exist"},
+      {"frobnicate", "unknown command"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const Output out = RunRidgeserve(args);
+    EXPECT_NE(out.exit_code, 0) << args;
+    EXPECT_NE(out.text.find(expected), std::string::npos) << args << "\n" << out.text;
+  }
+}
+
+}  // namespace
+}  // namespace ridge
