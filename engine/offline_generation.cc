@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     batch.push_back(&seq);
     t.prompt_tokens += static_cast<int64_t>(seq.request->prompt.size());
   }
-  RETURN_IF_ERROR(model.Forward(chunks, SolvePhase::kPrefill, LogitsFor::kLastToken, &logits));
+  RETURN_IF_ERROR(model.Forward(chunks, LogitsFor::kLastToken, &logits));
   sample_all(batch);
   t.prefill_seconds = SecondsSince(start);
 
@@ -121,11 +121,14 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     for (ActiveSequence& seq : sequences) {
       if (seq.done) continue;
       batch.push_back(&seq);
-      chunks.push_back(
-          {&seq.state, {&seq.next_token, 1}, seq.request->solver, &seq.result->decode_solver});
+      chunks.push_back({&seq.state,
+                        {&seq.next_token, 1},
+                        seq.request->solver,
+                        &seq.result->decode_solver,
+                        SolvePhase::kDecode});
     }
     if (batch.empty()) break;
-    RETURN_IF_ERROR(model.Forward(chunks, SolvePhase::kDecode, LogitsFor::kLastToken, &logits));
+    RETURN_IF_ERROR(model.Forward(chunks, LogitsFor::kLastToken, &logits));
     ++t.decode_steps;
     sample_all(batch);
   }

@@ -37,12 +37,12 @@ absl::StatusOr<ScoreResult> ScoreSequence(const MesaNetModel& model, std::span<c
   MesaState state = model.NewState();
   SequenceChunk chunk{&state, ids.subspan(0, prefill), solver, &result.solver_stats};
   std::vector<float> logits;
-  RETURN_IF_ERROR(model.Forward({&chunk, 1}, SolvePhase::kPrefill, LogitsFor::kAllTokens, &logits));
+  RETURN_IF_ERROR(model.Forward({&chunk, 1}, LogitsFor::kAllTokens, &logits));
   result.logits.insert(result.logits.end(), logits.begin(), logits.end());
+  chunk.phase = SolvePhase::kDecode;
   for (int64_t t = prefill; t < total; ++t) {
     chunk.tokens = ids.subspan(t, 1);
-    RETURN_IF_ERROR(
-        model.Forward({&chunk, 1}, SolvePhase::kDecode, LogitsFor::kLastToken, &logits));
+    RETURN_IF_ERROR(model.Forward({&chunk, 1}, LogitsFor::kLastToken, &logits));
     result.logits.insert(result.logits.end(), logits.begin(), logits.end());
   }
   result.perplexity = Perplexity(result.logits, ids, vocab);

@@ -50,8 +50,8 @@ MesaNetModel::MesaNetModel(MesaNetConfig config, MesaNetWeights weights)
   RIDGE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);
 }
 
-absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, SolvePhase phase,
-                                   LogitsFor which, std::vector<float>* logits) const {
+absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, LogitsFor which,
+                                   std::vector<float>* logits) const {
   const int64_t c = config_.hidden_size, v = config_.vocab_size;
   const size_t state_floats = MesaState(config_).data().size();
   Batch batch;
@@ -82,7 +82,7 @@ absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, SolveP
     }
   }
   for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-    RunLayer(layer, chunks, phase, batch);
+    RunLayer(layer, chunks, batch);
   }
   for (const SequenceChunk& chunk : chunks) chunk.state->AddTokens(chunk.tokens.size());
 
@@ -109,7 +109,7 @@ absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, SolveP
   return absl::OkStatus();
 }
 
-void MesaNetModel::RunLayer(int64_t layer, std::span<const SequenceChunk> chunks, SolvePhase phase,
+void MesaNetModel::RunLayer(int64_t layer, std::span<const SequenceChunk> chunks,
                             Batch& batch) const {
   const MesaLayerWeights& w = weights_.layers[layer];
   const int64_t rows = batch.rows, c = config_.hidden_size, k = config_.key_dim();
@@ -123,7 +123,7 @@ void MesaNetModel::RunLayer(int64_t layer, std::span<const SequenceChunk> chunks
   MatMulTransposed(batch.normed.data(), rows, c, w.in_proj.data(), p, batch.proj.data(), false);
 
   ShortConvolution(layer, chunks, batch);
-  Recurrence(layer, chunks, phase, batch);
+  Recurrence(layer, chunks, batch);
 
   // Output norm per head (one weight shared by all heads), optionally gated by silu(g).
   RmsNormRows(batch.attn_out.data(), w.o_norm.data(), rows * h, d, eps, batch.attn_out.data());
@@ -193,12 +193,11 @@ void MesaNetModel::ShortConvolution(int64_t layer, std::span<const SequenceChunk
 // Per (sequence, head): the decayed rank-1 updates of Hs and Gs, the CG solve and the readout,
 // token after token. Pairs are independent, so they run in parallel.
 void MesaNetModel::Recurrence(int64_t layer, std::span<const SequenceChunk> chunks,
-                              SolvePhase phase, Batch& batch) const {
+                              Batch& batch) const {
   const MesaLayerWeights& w = weights_.layers[layer];
   const int64_t k = config_.key_dim(), h = config_.num_heads, d = config_.head_dim;
   const int64_t p = static_cast<int64_t>(w.in_proj.size()) / config_.hidden_size;
   const int64_t v_column = 2 * k, a_column = p - 2 * h, b_column = p - h;
-  const CgStart start = phase == SolvePhase::kDecode ? CgStart::kJacobi : CgStart::kZero;
   batch.attn_out.resize(batch.rows * k);
 
   const int64_t pairs = static_cast<int64_t>(chunks.size()) * h;
@@ -207,6 +206,7 @@ void MesaNetModel::Recurrence(int64_t layer, std::span<const SequenceChunk> chun
   for (int64_t pair = 0; pair < pairs; ++pair) {
     const int64_t ci = pair / h, head = pair % h;
     const SequenceChunk& chunk = chunks[ci];
+    const CgStart start = chunk.phase == SolvePhase::kDecode ? CgStart::kJacobi : CgStart::kZero;
     float* hs = chunk.state->hs(layer) + head * d * d;
     float* gs = chunk.state->gs(layer) + head * d * d;
     const float* lambda = w.lambda.data() + head * d;

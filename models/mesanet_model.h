@@ -30,6 +30,7 @@ struct SequenceChunk {
   std::span<const int32_t> tokens;
   SolverOptions solver;
   SolverStats* stats = nullptr;  // optional: every solve of this chunk is added here
+  SolvePhase phase = SolvePhase::kPrefill;
 };
 
 class MesaNetModel {
@@ -42,16 +43,15 @@ class MesaNetModel {
 
   // Advances every chunk's state over its tokens. `logits` receives [rows, vocab] floats:
   // one row per token (kAllTokens) or one per chunk for its last token (kLastToken).
-  absl::Status Forward(std::span<const SequenceChunk> chunks, SolvePhase phase, LogitsFor which,
+  // Prefill chunks and decode tokens may share one call.
+  absl::Status Forward(std::span<const SequenceChunk> chunks, LogitsFor which,
                        std::vector<float>* logits) const;
 
  private:
   struct Batch;
-  void RunLayer(int64_t layer, std::span<const SequenceChunk> chunks, SolvePhase phase,
-                Batch& batch) const;
+  void RunLayer(int64_t layer, std::span<const SequenceChunk> chunks, Batch& batch) const;
   void ShortConvolution(int64_t layer, std::span<const SequenceChunk> chunks, Batch& batch) const;
-  void Recurrence(int64_t layer, std::span<const SequenceChunk> chunks, SolvePhase phase,
-                  Batch& batch) const;
+  void Recurrence(int64_t layer, std::span<const SequenceChunk> chunks, Batch& batch) const;
 
   MesaNetConfig config_;
   MesaNetWeights weights_;

@@ -25,9 +25,9 @@ class MesaNetModelTest : public ::testing::Test {
   std::vector<float> Run(MesaState& state, std::span<const int32_t> ids, SolvePhase phase,
                          LogitsFor which, SolverStats* stats = nullptr,
                          SolverOptions solver = SolverOptions{}) {
-    SequenceChunk chunk{&state, ids, solver, stats};
+    SequenceChunk chunk{&state, ids, solver, stats, phase};
     std::vector<float> logits;
-    EXPECT_TRUE(model_->Forward({&chunk, 1}, phase, which, &logits).ok());
+    EXPECT_TRUE(model_->Forward({&chunk, 1}, which, &logits).ok());
     return logits;
   }
 
@@ -106,15 +106,19 @@ TEST_F(MesaNetModelTest, BatchedDecodeEqualsSeparateDecode) {
   std::vector<SequenceChunk> chunks;
   for (int s = 0; s < kSequences; ++s) {
     // Different budgets per sequence in one batch.
-    chunks.push_back({&batched[s], {&next[s], 1}, SolverOptions{s * 1e-3f, 30 - s}, nullptr});
+    chunks.push_back({&batched[s],
+                      {&next[s], 1},
+                      SolverOptions{s * 1e-3f, 30 - s},
+                      nullptr,
+                      SolvePhase::kDecode});
   }
   std::vector<float> logits;
-  ASSERT_TRUE(model_->Forward(chunks, SolvePhase::kDecode, LogitsFor::kLastToken, &logits).ok());
+  ASSERT_TRUE(model_->Forward(chunks, LogitsFor::kLastToken, &logits).ok());
   for (int s = 0; s < kSequences; ++s) {
-    SequenceChunk one{&alone[s], {&next[s], 1}, SolverOptions{s * 1e-3f, 30 - s}, nullptr};
+    SequenceChunk one{
+        &alone[s], {&next[s], 1}, SolverOptions{s * 1e-3f, 30 - s}, nullptr, SolvePhase::kDecode};
     std::vector<float> expected;
-    ASSERT_TRUE(
-        model_->Forward({&one, 1}, SolvePhase::kDecode, LogitsFor::kLastToken, &expected).ok());
+    ASSERT_TRUE(model_->Forward({&one, 1}, LogitsFor::kLastToken, &expected).ok());
     EXPECT_LT(MaxAbsDiff(expected, std::span<const float>(logits).subspan(s * 50, 50)), 1e-4) << s;
   }
 }
@@ -140,17 +144,15 @@ TEST_F(MesaNetModelTest, RejectsBadInputs) {
   std::vector<int32_t> bad = {1, 50};
   SequenceChunk chunk{&state, bad, SolverOptions{}, nullptr};
   std::vector<float> logits;
-  auto status = model_->Forward({&chunk, 1}, SolvePhase::kPrefill, LogitsFor::kLastToken, &logits);
+  auto status = model_->Forward({&chunk, 1}, LogitsFor::kLastToken, &logits);
   EXPECT_NE(status.message().find("token id 50 is outside"), std::string::npos) << status;
   EXPECT_EQ(state.tokens(), 0);  // nothing was consumed
   chunk.tokens = {};
-  EXPECT_FALSE(
-      model_->Forward({&chunk, 1}, SolvePhase::kPrefill, LogitsFor::kLastToken, &logits).ok());
+  EXPECT_FALSE(model_->Forward({&chunk, 1}, LogitsFor::kLastToken, &logits).ok());
   std::vector<int32_t> good = {1};
   chunk.tokens = good;
   chunk.solver.max_iterations = 0;
-  EXPECT_FALSE(
-      model_->Forward({&chunk, 1}, SolvePhase::kPrefill, LogitsFor::kLastToken, &logits).ok());
+  EXPECT_FALSE(model_->Forward({&chunk, 1}, LogitsFor::kLastToken, &logits).ok());
   EXPECT_FALSE(ScoreSequence(*model_, ids_, 0, SolverOptions{}).ok());
   EXPECT_FALSE(ScoreSequence(*model_, ids_, 41, SolverOptions{}).ok());
 }
