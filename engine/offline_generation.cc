@@ -46,18 +46,6 @@ bool Accept(ActiveSequence& seq, int32_t token, int64_t eos_token_id) {
 
 }  // namespace
 
-std::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kEos:
-      return "eos";
-  }
-  return "?";
-}
-
 absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     const MesaNetModel& model, std::span<const GenerationRequest> requests,
     GenerationTimings* timings) {

@@ -9,14 +9,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "kernels/solver_types.h"
 #include "models/mesanet_model.h"
 
 namespace ridge {
-
-enum class FinishReason { kLength, kStop, kEos };
-std::string_view FinishReasonName(FinishReason reason);
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;

@@ -85,7 +85,7 @@ absl::Status Generate(int argc, char** argv) {
   std::fprintf(stderr,
                "finish %s  prompt %lld tokens in %.3f s  generated %zu tokens, decode %.1f tok/s  "
                "decode solver: mean iterations %.2f, capped %.1f%%\n",
-               std::string(FinishReasonName(result.finish_reason)).c_str(),
+               FinishReasonName(result.finish_reason),
                static_cast<long long>(timings.prompt_tokens), timings.prefill_seconds,
                result.tokens.size(), timings.decode_steps / std::max(timings.decode_seconds, 1e-9),
                s.MeanIterations(), 100.0 * s.CappedFraction());

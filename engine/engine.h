@@ -1,0 +1,88 @@
+// The serving engine: one scheduler thread that owns every request and state slot. Transports
+// only Submit and Cancel (thread-safe, non-blocking) and receive events through their sink.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine_observer.h"
+#include "engine/request.h"
+#include "models/mesanet_model.h"
+
+namespace ridge {
+
+struct EngineOptions {
+  int64_t max_slots = 64;               // sequences decoding at once (state pool size)
+  int64_t max_waiting = 256;            // queued requests beyond the slots; more -> rejected
+  int64_t prefill_token_budget = 512;   // prompt tokens per step, so decode is never stalled
+  int64_t max_prompt_tokens = 1 << 20;  // longer prompts are rejected
+  int64_t max_new_tokens = 1 << 16;     // cap on sampling.max_tokens
+  SolverOptions default_solver{0.0f, 30};
+  int32_t max_solver_iterations = 100;  // the most a request may ask for
+};
+
+absl::Status ValidateEngineOptions(const EngineOptions& options);
+
+struct EngineSnapshot {
+  int64_t running = 0, waiting = 0, slots_used = 0, slots_total = 0;
+  bool draining = false;
+};
+
+class Engine {
+ public:
+  // Starts the scheduler thread. `model` and `observer` (may be null) must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const MesaNetModel* model,
+                                                        const EngineOptions& options,
+                                                        EngineObserver* observer);
+  ~Engine();  // cancels everything still running and joins the thread
+
+  // Validates and queues a request. Errors: kInvalidArgument (bad field, named),
+  // kOutOfRange (prompt too long), kResourceExhausted (queue full), kUnavailable (draining).
+  absl::StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestSink> sink);
+  // The request finishes with kCancelled within one step; unknown or finished ids are ignored.
+  void Cancel(RequestId id);
+  // Stop admitting new requests; running and queued ones go on.
+  void StartDrain();
+  // Blocks until nothing is running or waiting, or the deadline passes; true when idle.
+  bool WaitIdle(SteadyTime deadline);
+
+  EngineSnapshot Snapshot() const;
+  const MesaNetModel& model() const { return *model_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Sequence;
+  Engine(const MesaNetModel* model, const EngineOptions& options, EngineObserver* observer);
+  void Loop();
+  void RunStep(std::unique_lock<std::mutex>& lock);
+
+  const MesaNetModel* model_;
+  EngineOptions options_;
+  EngineObserver* observer_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  bool stopping_ = false;
+  bool draining_ = false;
+  RequestId next_id_ = 1;
+  std::deque<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
+  std::vector<RequestId> cancels_;
+  EngineSnapshot snapshot_;
+
+  // Owned by the scheduler thread.
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<MesaState> slots_;
+  std::vector<int64_t> free_slots_;
+  std::thread thread_;
+};
+
+}  // namespace ridge

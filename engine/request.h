@@ -1,0 +1,70 @@
+// What a transport hands the engine, and what the engine sends back. No HTTP or protobuf types:
+// gRPC and HTTP translate their messages into these.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/sampling_params.h"
+#include "kernels/solver_types.h"
+
+namespace ridge {
+
+using RequestId = uint64_t;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;  // token ids, validated against the vocabulary on Submit
+  SamplingParams sampling;
+  std::optional<SolverOptions> solver;  // unset: the engine's default budget
+  int32_t top_logprobs = 0;             // 0: none; else the n most likely tokens per step (<= 20)
+  bool logprobs = false;                // report the sampled token's logprob
+  std::optional<SteadyTime> deadline;   // cancelled with kDeadlineExceeded when passed
+};
+
+enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
+const char* FinishReasonName(FinishReason reason);  // "length", "stop", "eos", "cancelled", "error"
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
+struct RequestUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  SolverStats prefill_solver;
+  SolverStats decode_solver;
+  double queue_seconds = 0.0;  // submit -> admitted into a state slot
+  double time_to_first_token_seconds = 0.0;
+  double total_seconds = 0.0;
+};
+
+// One event per step that produced something for the request. The last event of every request
+// has `finished` set (exactly once), with usage filled in; an error or cancellation arrives
+// that way too, with `status` saying why (kCancelled, kDeadlineExceeded, kInternal, ...).
+struct RequestEvent {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // new tokens (a stop id or EOS that ended it is not included)
+  std::vector<TokenLogprob> logprobs;  // parallel to tokens when asked for
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kLength;
+  absl::Status status;
+  RequestUsage usage;  // valid when finished
+};
+
+// Receives a request's events on the engine thread. Must be quick and must not call back into
+// the engine synchronously except Cancel (which only enqueues).
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual void OnEvent(RequestEvent event) = 0;
+};
+
+}  // namespace ridge
