@@ -32,8 +32,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(std::string_view name) {
   if (name == "info") return LogLevel::kInfo;
   if (name == "warning") return LogLevel::kWarning;
   if (name == "error") return LogLevel::kError;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown log level '", name, "': expected debug, info, warning or error"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown log level '", std::string(name),
+                                                 "': expected debug, info, warning or error"));
 }
 
 void LogLine(LogLevel level, std::string_view message) {
