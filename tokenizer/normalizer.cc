@@ -16,22 +16,58 @@ namespace {
 
 constexpr char kWhere[] = "tokenizer.json normalizer";
 
+// `tokenizers` normalizes with Unicode 9.0 tables (its unicode-normalization-alignments crate);
+// ICU has newer ones. Normalization is stable for characters that existed in 9.0, and to the old
+// tables a newer character is an unassigned code point: a starter that neither decomposes nor
+// composes. So normalizing the runs of 9.0 characters with ICU and copying newer characters
+// through reproduces the old tables exactly.
+constexpr uint8_t kTablesMajorVersion = 9;
+
+bool KnownToOldTables(char32_t c) {
+  UVersionInfo age;
+  u_charAge(static_cast<UChar32>(c), age);
+  return age[0] != 0 && age[0] <= kTablesMajorVersion;
+}
+
 class UnicodeNormalizer : public Normalizer {
  public:
   explicit UnicodeNormalizer(const icu::Normalizer2* form) : form_(form) {}
   void Normalize(std::string* text) const override {
-    UErrorCode status = U_ZERO_ERROR;
-    // Most text is already normalized; checking is much cheaper than rewriting.
-    if (form_->isNormalizedUTF8(*text, status) && U_SUCCESS(status)) return;
-    status = U_ZERO_ERROR;
+    size_t pos = 0;
+    while (pos < text->size() && static_cast<unsigned char>((*text)[pos]) < 0x80) ++pos;
+    if (pos == text->size()) return;  // ASCII is invariant under every normalization form
     std::string out;
-    icu::StringByteSink<std::string> sink(&out, static_cast<int32_t>(text->size()));
-    form_->normalizeUTF8(0, *text, sink, nullptr, status);
-    RIDGE_CHECK(U_SUCCESS(status));  // input is valid UTF-8, so ICU cannot fail here
+    out.reserve(text->size());
+    size_t run_begin = 0;
+    pos = 0;
+    while (pos < text->size()) {
+      const size_t char_begin = pos;
+      const char32_t c = DecodeUtf8(*text, &pos);
+      if (c < 0x80 || KnownToOldTables(c)) continue;
+      NormalizeRun(std::string_view(*text).substr(run_begin, char_begin - run_begin), &out);
+      out.append(*text, char_begin, pos - char_begin);
+      run_begin = pos;
+    }
+    NormalizeRun(std::string_view(*text).substr(run_begin), &out);
     *text = std::move(out);
   }
 
  private:
+  void NormalizeRun(std::string_view run, std::string* out) const {
+    if (run.empty()) return;
+    const icu::StringPiece piece(run.data(), static_cast<int32_t>(run.size()));
+    UErrorCode status = U_ZERO_ERROR;
+    // Most text is already normalized; checking is much cheaper than rewriting.
+    if (form_->isNormalizedUTF8(piece, status) && U_SUCCESS(status)) {
+      out->append(run);
+      return;
+    }
+    status = U_ZERO_ERROR;
+    icu::StringByteSink<std::string> sink(out, static_cast<int32_t>(run.size()));
+    form_->normalizeUTF8(0, piece, sink, nullptr, status);
+    RIDGE_CHECK(U_SUCCESS(status));  // input is valid UTF-8, so ICU cannot fail here
+  }
+
   const icu::Normalizer2* form_;
 };
 
