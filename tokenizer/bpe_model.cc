@@ -120,8 +120,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
                    : b);
       auto in = bpe->vocab_.find(joined);
       if (in == bpe->vocab_.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(kWhere, ": merge '", a, " ", b,
-                                                       "' makes '", joined,
+        return absl::InvalidArgumentError(absl::StrCat(kWhere, ": merge '", a, " ", b, "' makes '",
+                                                       joined,
                                                        "', which is not in the vocabulary"));
       }
       // A repeated pair keeps its last rank, like the HashMap `tokenizers` collects into.
@@ -177,7 +177,10 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>* out) const
     const auto n = static_cast<int32_t>(symbols.size());
     symbols.push_back({id, n - 1, n + 1, bytes});
   };
-  std::optional<std::pair<int32_t, int32_t>> pending_unk;  // id, byte length
+  // An unknown character waiting to be emitted (fuse_unk extends it); GCC's
+  // maybe-uninitialized analysis trips over std::optional here, hence the flag.
+  bool has_unk = false;
+  int32_t unk_bytes = 0;
   std::string decorated;
   size_t pos = 0;
   while (pos < word.size()) {
@@ -199,9 +202,9 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>* out) const
     pos = end;
     auto it = vocab_.find(AsAbsl(key));
     if (it != vocab_.end()) {
-      if (pending_unk) {
-        add(pending_unk->first, pending_unk->second);
-        pending_unk.reset();
+      if (has_unk) {
+        add(*unk_id_, unk_bytes);
+        has_unk = false;
       }
       add(it->second, byte_len);
       continue;
@@ -216,15 +219,16 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>* out) const
       }
     }
     if (unk_id_) {
-      if (pending_unk && fuse_unk_) {
-        pending_unk->second += byte_len;
+      if (has_unk && fuse_unk_) {
+        unk_bytes += byte_len;
       } else {
-        if (pending_unk) add(pending_unk->first, pending_unk->second);
-        pending_unk = {*unk_id_, byte_len};
+        if (has_unk) add(*unk_id_, unk_bytes);
+        has_unk = true;
+        unk_bytes = byte_len;
       }
     }
   }
-  if (pending_unk) add(pending_unk->first, pending_unk->second);
+  if (has_unk) add(*unk_id_, unk_bytes);
   if (symbols.empty()) return;
   symbols.back().next = -1;
 

@@ -37,20 +37,29 @@ std::optional<std::string> UnescapeLiteral(std::string_view s) {
     }
     if (++i == s.size()) return std::nullopt;
     switch (s[i]) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case '\\': out.push_back('\\'); break;
-      case '\'': out.push_back('\''); break;
-      case '"': out.push_back('"'); break;
-      default: return std::nullopt;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '\'':
+        out.push_back('\'');
+        break;
+      case '"':
+        out.push_back('"');
+        break;
+      default:
+        return std::nullopt;
     }
   }
   return out;
 }
 
-bool MatchChatMl(const std::string& canonical, ChatTemplateParams*) {
-  return canonical == kChatMl;
-}
+bool MatchChatMl(const std::string& canonical, ChatTemplateParams*) { return canonical == kChatMl; }
 
 bool MatchChatMlWithSystem(const std::string& canonical, ChatTemplateParams* params) {
   if (canonical.size() <= kQwenHead.size() + kQwenTail.size() ||
@@ -75,8 +84,7 @@ std::string RenderChatMl(const ChatTemplateParams& params, std::span<const ChatM
                          bool add_generation_prompt) {
   std::string out;
   // The built-in system turn comes with the first message, so an empty conversation has none.
-  if (!params.default_system_prompt.empty() && !messages.empty() &&
-      messages[0].role != "system") {
+  if (!params.default_system_prompt.empty() && !messages.empty() && messages[0].role != "system") {
     AppendChatMlTurn("system", params.default_system_prompt, &out);
   }
   for (const ChatMessage& m : messages) AppendChatMlTurn(m.role, m.content, &out);

@@ -12,8 +12,8 @@ constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
 
 bool EndsWithReplacement(const std::string& s) {
   return s.size() >= kReplacementUtf8.size() &&
-         s.compare(s.size() - kReplacementUtf8.size(), kReplacementUtf8.size(),
-                   kReplacementUtf8) == 0;
+         s.compare(s.size() - kReplacementUtf8.size(), kReplacementUtf8.size(), kReplacementUtf8) ==
+             0;
 }
 
 // The part of `after` beyond `before`, cut at a character boundary. Decoders only ever extend

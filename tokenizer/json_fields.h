@@ -21,8 +21,7 @@ inline absl::Status FieldError(const char* where, const char* key, const char* e
       absl::StrCat(where, ": field '", key, "' is missing or not ", expected));
 }
 
-inline absl::StatusOr<std::string> GetString(const Json& j, const char* where,
-                                             const char* key) {
+inline absl::StatusOr<std::string> GetString(const Json& j, const char* where, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return FieldError(where, key, "a string");
   return it->get<std::string>();

@@ -26,7 +26,8 @@ absl::StatusOr<SpecialTokenFrame> ParseTemplate(const Json& json) {
     }
     if (!piece.is_object() || !piece.contains("SpecialToken") ||
         !piece["SpecialToken"].is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(kWhere, ": bad template piece ", piece.dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kWhere, ": bad template piece ", piece.dump()));
     }
     ASSIGN_OR_RETURN(std::string name, GetString(piece["SpecialToken"], kWhere, "id"));
     if (specials == json.end() || !specials->is_object() || !specials->contains(name)) {

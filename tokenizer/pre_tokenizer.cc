@@ -29,7 +29,8 @@ void SplitPieces(const Regex& regex, SplitBehavior behavior, bool invert,
     regex.FindAll(piece.text, &matches);
     for (const MatchRange& r : SplitByMatches(piece.text.size(), matches, behavior, invert)) {
       if (r.end > r.begin) {
-        out.push_back({piece.text.substr(r.begin, r.end - r.begin), piece.at_start && r.begin == 0});
+        out.push_back(
+            {piece.text.substr(r.begin, r.end - r.begin), piece.at_start && r.begin == 0});
       }
     }
   }
@@ -57,7 +58,7 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   void PreTokenize(std::vector<Piece>* pieces) const override {
     if (add_prefix_space_) {
       for (Piece& p : *pieces) {
-        if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
+        if (p.text.empty() || p.text[0] != ' ') p.text.insert(p.text.begin(), ' ');
       }
     }
     if (regex_) SplitPieces(*regex_, SplitBehavior::kIsolated, false, pieces);
@@ -95,9 +96,10 @@ class MetaspacePreTokenizer : public PreTokenizer {
           replaced.push_back(c);
         }
       }
-      const bool starts_with_replacement = replaced.compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts_with_replacement && (scheme_ == PrependScheme::kAlways ||
-                                       (scheme_ == PrependScheme::kFirst && p.at_start))) {
+      const bool starts_with_replacement =
+          replaced.compare(0, replacement_.size(), replacement_) == 0;
+      if (!starts_with_replacement &&
+          (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_start))) {
         replaced.insert(0, replacement_);
       }
       p.text = std::move(replaced);

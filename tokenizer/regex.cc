@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) 
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return absl::InvalidArgumentError(absl::StrCat("invalid regex '", std::string(pattern), "' at offset ",
-                                                   offset, ": ",
+    return absl::InvalidArgumentError(absl::StrCat("invalid regex '", std::string(pattern),
+                                                   "' at offset ", offset, ": ",
                                                    reinterpret_cast<const char*>(message)));
   }
   // JIT failure (e.g. an unsupported platform) is not an error: the interpreter gives the same

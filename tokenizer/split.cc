@@ -21,7 +21,8 @@ absl::StatusOr<SplitBehavior> ParseSplitBehavior(std::string_view name) {
   if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (name == "Contiguous") return SplitBehavior::kContiguous;
-  return absl::InvalidArgumentError(absl::StrCat("unknown split behavior '", std::string(name), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown split behavior '", std::string(name), "'"));
 }
 
 std::vector<MatchRange> SplitByMatches(size_t text_size, const std::vector<MatchRange>& matches,

@@ -57,8 +57,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
       ASSIGN_OR_RETURN(type, GetString(model, "tokenizer.json model", "type"));
     }
     if (type != "BPE") {
-      return absl::UnimplementedError(absl::StrCat(
-          "unsupported model type '", type, "' (ridgeserve supports BPE tokenizers only)"));
+      return absl::UnimplementedError(absl::StrCat("unsupported model type '", type,
+                                                   "' (ridgeserve supports BPE tokenizers only)"));
     }
     ASSIGN_OR_RETURN(t->model_, BpeModel::FromJson(model));
     ASSIGN_OR_RETURN(t->normalizer_, ParseNormalizer(FieldOrNull(root, "normalizer")));
@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   }
 
   t->vocab_size_ = t->model_->id_limit();
-  for (const AddedToken& a : t->added_.tokens()) t->vocab_size_ = std::max(t->vocab_size_, a.id + 1);
+  for (const AddedToken& a : t->added_.tokens())
+    t->vocab_size_ = std::max(t->vocab_size_, a.id + 1);
   for (const int32_t id : t->frame_.prefix) {
     if (!t->IdToToken(id)) return absl::InvalidArgumentError("post_processor uses an unknown id");
   }
@@ -88,8 +89,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
     if (!name) return std::nullopt;
     std::optional<int32_t> id = t->TokenToId(*name);
     if (!id) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer_config.json ", field, " '", *name,
-                                                     "' is not in the vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer_config.json ", field, " '", *name, "' is not in the vocabulary"));
     }
     return id;
   };

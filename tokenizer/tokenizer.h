@@ -33,11 +33,9 @@ class Tokenizer {
   // Encodes UTF-8 `text`; invalid UTF-8 is InvalidArgument (clean it first with
   // ReplaceInvalidUtf8 from tokenizer/utf8.h to get what Python's errors="replace" gives).
   // Thread-safe.
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
-                                              bool add_special_tokens) const;
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens) const;
   // Decodes ids; an id that names no token is InvalidArgument. Thread-safe.
-  absl::StatusOr<std::string> Decode(std::span<const int32_t> ids,
-                                     bool skip_special_tokens) const;
+  absl::StatusOr<std::string> Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // The token string of `id` (added tokens first, then the model's), if any.

@@ -98,7 +98,8 @@ TEST_P(GoldenTest, MatchesHuggingFaceTokenizers) {
     const auto decode_skip_hash = r.Get<uint64_t>();
     std::vector<int32_t> expected;
     if (flags & 2) {
-      for (uint32_t k = 0; k < count; ++k) expected.push_back(static_cast<int32_t>(r.Get<uint32_t>()));
+      for (uint32_t k = 0; k < count; ++k)
+        expected.push_back(static_cast<int32_t>(r.Get<uint32_t>()));
       ++full_docs;
     }
     const bool add_special = flags & 1;

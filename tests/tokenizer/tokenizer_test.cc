@@ -1,6 +1,8 @@
 // Unit tests of the tokenizer module: UTF-8 handling, load-time errors, streaming decode,
 // chat templates, metadata and thread safety. Identity with `tokenizers` on the full corpus is
 // golden_test.cc.
+#include "tokenizer/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,7 +15,6 @@
 #include "nlohmann/json.hpp"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/incremental_decoder.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace ridge {
@@ -36,11 +37,19 @@ std::unique_ptr<Tokenizer> MustLoad(const std::string& name) {
 
 TEST(Utf8Test, ReplacesMaximalSubpartsLikePython) {
   // Expected values from Python: bytes.decode("utf-8", errors="replace").
-  EXPECT_EQ(ReplaceInvalidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(ReplaceInvalidUtf8("\xE2\x82"), "\xEF\xBF\xBD");              // truncated: one U+FFFD
-  EXPECT_EQ(ReplaceInvalidUtf8("\xED\xA0\x80"), std::string(3 * 3, 0).replace(0, 9, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"));  // surrogate
-  EXPECT_EQ(ReplaceInvalidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
-  EXPECT_EQ(ReplaceInvalidUtf8("\xF0\x9F\x98" "x"), "\xEF\xBF\xBD" "x");
+  EXPECT_EQ(ReplaceInvalidUtf8("a\xFF"
+                               "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(ReplaceInvalidUtf8("\xE2\x82"), "\xEF\xBF\xBD");  // truncated: one U+FFFD
+  EXPECT_EQ(
+      ReplaceInvalidUtf8("\xED\xA0\x80"),
+      std::string(3 * 3, 0).replace(0, 9, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"));  // surrogate
+  EXPECT_EQ(ReplaceInvalidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");             // overlong
+  EXPECT_EQ(ReplaceInvalidUtf8("\xF0\x9F\x98"
+                               "x"),
+            "\xEF\xBF\xBD"
+            "x");
   EXPECT_EQ(ReplaceInvalidUtf8("ok \xC3\xA9"), "ok \xC3\xA9");
   EXPECT_TRUE(IsValidUtf8("\xF0\x9F\xA4\x96"));
   EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));
@@ -112,23 +121,42 @@ TEST(TokenizerTest, RejectsMalformedFiles) {
   EXPECT_FALSE(Tokenizer::FromJson("{not json", "").ok());
   EXPECT_FALSE(Tokenizer::FromJson("[1, 2]", "").ok());
   EXPECT_FALSE(Tokenizer::FromJson("{}", "").ok());
-  EXPECT_EQ(Tokenizer::Load(kDataDir / "no_such_dir").status().code(),
-            absl::StatusCode::kNotFound);
-  ExpectLoadError([](auto& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type 'WordPiece'");
-  ExpectLoadError([](auto& j) { j["model"]["type"] = "Unigram"; }, "unsupported model type 'Unigram'");
+  EXPECT_EQ(Tokenizer::Load(kDataDir / "no_such_dir").status().code(), absl::StatusCode::kNotFound);
+  ExpectLoadError([](auto& j) { j["model"]["type"] = "WordPiece"; },
+                  "unsupported model type 'WordPiece'");
+  ExpectLoadError([](auto& j) { j["model"]["type"] = "Unigram"; },
+                  "unsupported model type 'Unigram'");
   ExpectLoadError([](auto& j) { j["model"]["vocab"] = 3; }, "vocab");
   ExpectLoadError([](auto& j) { j["model"]["vocab"]["x"] = "seven"; }, "no valid id");
   ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "nospace"; }, "malformed merge");
-  ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "zzq\xC3\xA9 qq"; }, "not in the vocabulary");
+  ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "zzq\xC3\xA9 qq"; },
+                  "not in the vocabulary");
   ExpectLoadError([](auto& j) { j["model"]["dropout"] = 0.1; }, "dropout");
   ExpectLoadError([](auto& j) { j["model"]["unk_token"] = "<nope>"; }, "unk_token");
-  ExpectLoadError([](auto& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "unsupported normalizer type 'Lowercase'");
+  ExpectLoadError(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "Lowercase"}};
+      },
+      "unsupported normalizer type 'Lowercase'");
   ExpectLoadError([](auto& j) { j["normalizer"] = 5; }, "normalizer");
-  ExpectLoadError([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "(unclosed"}}; }, "invalid regex");
-  ExpectLoadError([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; }, "Sideways");
-  ExpectLoadError([](auto& j) { j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}}; }, "unsupported pre_tokenizer");
+  ExpectLoadError(
+      [](auto& j) {
+        j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "(unclosed"}};
+      },
+      "invalid regex");
+  ExpectLoadError([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; },
+                  "Sideways");
+  ExpectLoadError(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+      },
+      "unsupported pre_tokenizer");
   ExpectLoadError([](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "unsupported decoder");
-  ExpectLoadError([](auto& j) { j["post_processor"] = {{"type", "Mystery"}}; }, "unsupported post_processor");
+  ExpectLoadError(
+      [](auto& j) {
+        j["post_processor"] = {{"type", "Mystery"}};
+      },
+      "unsupported post_processor");
   ExpectLoadError([](auto& j) { j["added_tokens"][0]["content"] = 7; }, "content");
   ExpectLoadError([](auto& j) { j["added_tokens"] = "x"; }, "added_tokens");
 }
@@ -243,7 +271,8 @@ TEST(ChatTemplateTest, MatchesJinjaRendering) {
   for (const auto& t : golden["templates"]) {
     const std::string name = t["name"];
     SCOPED_TRACE(name);
-    absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(name, t["source"].get<std::string>());
+    absl::StatusOr<ChatTemplate> tmpl =
+        ChatTemplate::FromSource(name, t["source"].get<std::string>());
     if (t["format"].is_null()) {
       ASSERT_FALSE(tmpl.ok()) << "template " << name << " must be refused";
       EXPECT_EQ(tmpl.status().code(), absl::StatusCode::kUnimplemented);

@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
     for (const auto& d : docs) {
       auto encoded = (*tokenizer)->Encode(d, false);
       if (!encoded.ok()) {
-        std::fprintf(stderr, "encode failed: %s\n", std::string(encoded.status().message()).c_str());
+        std::fprintf(stderr, "encode failed: %s\n",
+                     std::string(encoded.status().message()).c_str());
         return 1;
       }
       ids += encoded->size();
