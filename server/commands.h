@@ -6,5 +6,6 @@ namespace ridge {
 int RunScoreCommand(int argc, char** argv);
 int RunGenerateCommand(int argc, char** argv);
 int RunInfoCommand(int argc, char** argv);
+int RunServeCommand(int argc, char** argv);
 
 }  // namespace ridge

@@ -10,6 +10,7 @@ namespace {
 constexpr char kUsage[] = R"(usage: ridgeserve COMMAND [flags]
 
 commands:
+  serve      serve a model over HTTP (OpenAI-compatible API, /metrics, /health, /ready)
   generate   sample a continuation of a prompt given as token ids
   score      write the logits of every position of a token sequence (teacher forcing)
   info       describe a checkpoint (--model DIR) and the GPUs this machine has
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "serve") return ridge::RunServeCommand(argc - 2, argv + 2);
   if (command == "generate") return ridge::RunGenerateCommand(argc - 2, argv + 2);
   if (command == "score") return ridge::RunScoreCommand(argc - 2, argv + 2);
   if (command == "info") return ridge::RunInfoCommand(argc - 2, argv + 2);

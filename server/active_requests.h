@@ -1,0 +1,47 @@
+// Counts requests that are still being answered (a stream may outlive the engine request by the
+// time its last chunks take to write), so draining can wait for them before the server stops.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace ridge {
+
+class ActiveRequests {
+ public:
+  class Guard {
+   public:
+    explicit Guard(ActiveRequests* owner) : owner_(owner) { owner_->Change(+1); }
+    ~Guard() { owner_->Change(-1); }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    ActiveRequests* owner_;
+  };
+
+  // True when none is active before `deadline`.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return idle_.wait_until(lock, deadline, [&] { return count_ == 0; });
+  }
+  int64_t count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_;
+  }
+
+ private:
+  void Change(int64_t delta) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_ += delta;
+    if (count_ == 0) idle_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  int64_t count_ = 0;
+};
+
+}  // namespace ridge

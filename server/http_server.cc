@@ -1,0 +1,122 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "server/api_error.h"
+#include "server/openai_handler.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+
+void SendJson(httplib::Response& response, int status, const json& body) {
+  response.status = status;
+  response.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace),
+                       "application/json");
+}
+
+void SendError(httplib::Response& response, const absl::Status& status) {
+  if (HttpStatusFor(status) == 503) response.set_header("Retry-After", "1");
+  SendJson(response, HttpStatusFor(status), ErrorBody(status));
+}
+
+}  // namespace
+
+HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
+                       const ChatTemplate* chat_template, PrometheusMetrics* metrics,
+                       HttpServerOptions options)
+    : backend_(backend),
+      metrics_(metrics),
+      options_(std::move(options)),
+      openai_(std::make_unique<OpenAiHandler>(backend, tokenizer, chat_template, metrics, &options_,
+                                              &active_, &cancel_all_)),
+      server_(std::make_unique<httplib::Server>()) {
+  const int threads = std::max(4, options_.worker_threads);
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(64 << 20);
+  server_->set_keep_alive_timeout(5);
+  server_->set_exception_handler(
+      [](const httplib::Request& request, httplib::Response& response, std::exception_ptr e) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          what = ex.what();
+        } catch (...) {
+        }
+        Log(LogLevel::kError, request.method, " ", request.path, ": ", what);
+        SendError(response, absl::InternalError(absl::StrCat("internal error: ", what)));
+      });
+  RegisterRoutes();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::RegisterRoutes() {
+  server_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
+    SendJson(response, 200, {{"status", "ok"}});
+  });
+  server_->Get("/ready", [this](const httplib::Request&, httplib::Response& response) {
+    if (accepting()) return SendJson(response, 200, {{"status", "ready"}});
+    SendError(response, absl::UnavailableError(draining_ ? "the server is draining"
+                                                         : "the model is not loaded yet"));
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+    if (metrics_ == nullptr) {
+      return SendError(response, absl::NotFoundError("metrics are disabled"));
+    }
+    metrics_->SetSnapshot(backend_->Snapshot());
+    response.set_content(metrics_->Serialize(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
+    const json model = {{"id", options_.model_id},
+                        {"object", "model"},
+                        {"created", options_.created},
+                        {"owned_by", "ridgeserve"}};
+    SendJson(response, 200, {{"object", "list"}, {"data", json::array({model})}});
+  });
+  const auto generate = [this](ApiKind kind) {
+    return [this, kind](const httplib::Request& request, httplib::Response& response) {
+      if (!accepting()) {
+        const absl::Status status = absl::UnavailableError(
+            draining_ ? "the server is draining (shutting down) and admits no new requests"
+                      : "the model is not loaded yet; retry when /ready answers 200");
+        if (metrics_ != nullptr) metrics_->OnRejected(status);
+        return SendError(response, status);
+      }
+      openai_->Handle(kind, request, response);
+    };
+  };
+  server_->Post("/v1/completions", generate(ApiKind::kCompletion));
+  server_->Post("/v1/chat/completions", generate(ApiKind::kChat));
+  server_->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
+    if (response.status == 404 && response.body.empty()) {
+      SendError(response,
+                absl::NotFoundError(absl::StrCat("no route ", request.method, " ", request.path)));
+    }
+  });
+}
+
+absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
+  if (port == 0) {
+    const int bound = server_->bind_to_any_port(host);
+    if (bound <= 0) return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":any"));
+    return bound;
+  }
+  if (!server_->bind_to_port(host, port)) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
+                                               " (in use, or not an address of this host?)"));
+  }
+  return port;
+}
+
+void HttpServer::Run() { server_->listen_after_bind(); }
+
+void HttpServer::Stop() {
+  if (server_ != nullptr) server_->stop();
+}
+
+}  // namespace ridge

@@ -1,0 +1,61 @@
+// POST /v1/completions and /v1/chat/completions: parse and validate the body, build the prompt
+// (tokenizer, chat template), submit to the engine, and answer in one JSON body or as SSE.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "server/active_requests.h"
+#include "server/generation_backend.h"
+#include "server/openai_request.h"
+#include "server/prometheus_metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace ridge {
+
+struct HttpServerOptions;
+
+class OpenAiHandler {
+ public:
+  // Everything must outlive the handler; `tokenizer`, `chat_template`, `metrics` may be null.
+  OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokenizer,
+                const ChatTemplate* chat_template, PrometheusMetrics* metrics,
+                const HttpServerOptions* options, ActiveRequests* active,
+                const std::atomic<bool>* cancel_all);
+
+  void Handle(ApiKind kind, const httplib::Request& request, httplib::Response& response);
+
+  // Body -> engine request; errors carry the param at fault (api_error.h).
+  struct Prepared {
+    OpenAiRequest api;
+    EngineRequest engine;
+  };
+  absl::StatusOr<Prepared> Prepare(ApiKind kind, const std::string& body) const;
+
+ private:
+  absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
+  void Reply(const Prepared& prepared, RequestId id, const std::shared_ptr<class EventQueue>& queue,
+             httplib::Response& response);
+  void Stream(Prepared prepared, RequestId id, std::shared_ptr<class EventQueue> queue,
+              httplib::Response& response);
+  void Fail(const absl::Status& status, httplib::Response& response) const;
+
+  GenerationBackend* backend_;
+  const Tokenizer* tokenizer_;
+  const ChatTemplate* chat_template_;
+  PrometheusMetrics* metrics_;
+  const HttpServerOptions* options_;
+  ActiveRequests* active_;
+  const std::atomic<bool>* cancel_all_;  // set: cancel whatever is still running
+};
+
+}  // namespace ridge

@@ -1,0 +1,379 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "server/api_error.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+
+// The field's value, or nullptr when it is absent or null.
+const json* Field(const json& body, const std::string& name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string Describe(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+// Reads an integer field into *out when present; `low`/`high` bound it (inclusive).
+absl::Status ReadInt(const json& body, const std::string& name, int64_t low, int64_t high,
+                     std::optional<int64_t>* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number_integer()) {
+    return FieldError(name, absl::StrCat("must be an integer, got ", Describe(*v)));
+  }
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return FieldError(name, absl::StrCat("must be in [", low, ", ", high, "], got ", v->dump()));
+  }
+  const int64_t value = v->get<int64_t>();
+  if (value < low || value > high) {
+    return FieldError(name, absl::StrCat("must be in [", low, ", ", high, "], got ", value));
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+struct NumberRange {
+  double low, high;
+  bool low_open = false;
+  std::string Text() const { return absl::StrCat(low_open ? "(" : "[", low, ", ", high, "]"); }
+};
+
+absl::Status ReadNumber(const json& body, const std::string& name, NumberRange range,
+                        std::optional<double>* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number()) {
+    return FieldError(name, absl::StrCat("must be a number, got ", Describe(*v)));
+  }
+  const double value = v->get<double>();
+  const bool above_low = range.low_open ? value > range.low : value >= range.low;
+  if (!std::isfinite(value) || !above_low || value > range.high) {
+    return FieldError(name, absl::StrCat("must be in ", range.Text(), ", got ", value));
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const json& body, const std::string& name, bool* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_boolean()) {
+    return FieldError(name, absl::StrCat("must be true or false, got ", Describe(*v)));
+  }
+  *out = v->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadIds(const json& array, const std::string& name,
+                                             int32_t vocab_size) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const json& v = array[i];
+    const std::string where = absl::StrCat(name, "[", i, "]");
+    if (!v.is_number_integer()) {
+      return WithParam(absl::InvalidArgumentError(
+                           absl::StrCat(where, " must be an integer token id, got ", Describe(v))),
+                       name);
+    }
+    if (v.is_number_unsigned() ? v.get<uint64_t>() >= static_cast<uint64_t>(vocab_size)
+                               : (v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab_size)) {
+      return WithParam(absl::InvalidArgumentError(absl::StrCat(where, " must be a token id in [0, ",
+                                                               vocab_size, "), got ", v.dump())),
+                       name);
+    }
+    ids.push_back(v.get<int32_t>());
+  }
+  return ids;
+}
+
+bool AllIntegers(const json& array) {
+  for (const json& v : array) {
+    if (!v.is_number_integer()) return false;
+  }
+  return true;
+}
+
+absl::Status ReadPrompt(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  const json* v = Field(body, "prompt");
+  if (v == nullptr) return FieldError("prompt", "is required");
+  if (v->is_string()) {
+    out->prompt_text = v->get<std::string>();
+    return absl::OkStatus();
+  }
+  const std::string kForms =
+      "must be a string, an array of token ids, or an array holding one of those";
+  if (!v->is_array()) return FieldError("prompt", absl::StrCat(kForms, ", got ", Describe(*v)));
+  if (v->empty()) return FieldError("prompt", "must not be empty");
+  if (AllIntegers(*v)) {
+    ASSIGN_OR_RETURN(out->prompt_ids, ReadIds(*v, "prompt", limits.vocab_size));
+    return absl::OkStatus();
+  }
+  if (v->size() != 1) {
+    return FieldError("prompt", absl::StrCat("holds ", v->size(),
+                                             " prompts; only one prompt per request is supported"));
+  }
+  const json& only = (*v)[0];
+  if (only.is_string()) {
+    out->prompt_text = only.get<std::string>();
+  } else if (only.is_array() && !only.empty() && AllIntegers(only)) {
+    ASSIGN_OR_RETURN(out->prompt_ids, ReadIds(only, "prompt", limits.vocab_size));
+  } else {
+    return FieldError("prompt", absl::StrCat(kForms, ", got ", Describe(*v)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadContent(const json& content, size_t index) {
+  const std::string where = absl::StrCat("messages[", index, "].content");
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return WithParam(
+        absl::InvalidArgumentError(absl::StrCat(
+            where, " must be a string or an array of text parts, got ", Describe(content))),
+        "messages");
+  }
+  std::string text;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const json* type = part.is_object() ? Field(part, "type") : nullptr;
+    const json* part_text = part.is_object() ? Field(part, "text") : nullptr;
+    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text" ||
+        part_text == nullptr || !part_text->is_string()) {
+      return WithParam(absl::InvalidArgumentError(absl::StrCat(
+                           where, "[", j,
+                           "] must be {\"type\": \"text\", \"text\": \"...\"}: only text parts are "
+                           "supported, got ",
+                           Describe(part))),
+                       "messages");
+    }
+    text += part_text->get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ReadMessages(const json& body, OpenAiRequest* out) {
+  const json* v = Field(body, "messages");
+  if (v == nullptr) return FieldError("messages", "is required");
+  if (!v->is_array() || v->empty()) {
+    return FieldError("messages", absl::StrCat("must be a non-empty array of {role, content} "
+                                               "objects, got ",
+                                               Describe(*v)));
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const json* role = m.is_object() ? Field(m, "role") : nullptr;
+    if (role == nullptr || !role->is_string() || role->get<std::string>().empty()) {
+      return WithParam(absl::InvalidArgumentError(
+                           absl::StrCat("messages[", i, "].role must be a non-empty string")),
+                       "messages");
+    }
+    const auto content = m.find("content");
+    ASSIGN_OR_RETURN(std::string text, ReadContent(content == m.end() ? json() : *content, i));
+    out->messages.push_back({role->get<std::string>(), std::move(text)});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStop(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  const json* v = Field(body, "stop");
+  if (v == nullptr) return absl::OkStatus();
+  if (v->is_string()) {
+    if (v->get<std::string>().empty()) return FieldError("stop", "must not be an empty string");
+    out->stop.push_back(v->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!v->is_array()) {
+    return FieldError("stop",
+                      absl::StrCat("must be a string or an array of strings, got ", Describe(*v)));
+  }
+  if (static_cast<int64_t>(v->size()) > limits.max_stop_strings) {
+    return FieldError("stop", absl::StrCat("holds ", v->size(), " strings; at most ",
+                                           limits.max_stop_strings, " are allowed"));
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& s = (*v)[i];
+    if (!s.is_string() || s.get<std::string>().empty()) {
+      return WithParam(absl::InvalidArgumentError(absl::StrCat(
+                           "stop[", i, "] must be a non-empty string, got ", Describe(s))),
+                       "stop");
+    }
+    out->stop.push_back(s.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStopTokenIds(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  const json* v = Field(body, "stop_token_ids");
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_array()) {
+    return FieldError("stop_token_ids",
+                      absl::StrCat("must be an array of token ids, got ", Describe(*v)));
+  }
+  ASSIGN_OR_RETURN(out->sampling.stop_token_ids, ReadIds(*v, "stop_token_ids", limits.vocab_size));
+  return absl::OkStatus();
+}
+
+absl::Status ReadLogprobs(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  std::optional<int64_t> top;
+  if (out->kind == ApiKind::kCompletion) {
+    // Legacy completions: logprobs is the number of alternatives per position.
+    RETURN_IF_ERROR(ReadInt(body, "logprobs", 0, limits.max_top_logprobs, &top));
+    out->logprobs = top.has_value();
+    out->top_logprobs = static_cast<int32_t>(top.value_or(0));
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(ReadBool(body, "logprobs", &out->logprobs));
+  RETURN_IF_ERROR(ReadInt(body, "top_logprobs", 0, limits.max_top_logprobs, &top));
+  if (top.has_value() && *top > 0 && !out->logprobs) {
+    return FieldError("top_logprobs", "requires \"logprobs\": true");
+  }
+  out->top_logprobs = static_cast<int32_t>(top.value_or(0));
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  SamplingParams& p = out->sampling;
+  std::optional<int64_t> max_tokens;
+  RETURN_IF_ERROR(ReadInt(body, "max_tokens", 1, limits.max_new_tokens, &max_tokens));
+  if (out->kind == ApiKind::kChat) {
+    RETURN_IF_ERROR(ReadInt(body, "max_completion_tokens", 1, limits.max_new_tokens, &max_tokens));
+  }
+  p.max_tokens = static_cast<int32_t>(
+      max_tokens.value_or(out->kind == ApiKind::kChat ? limits.default_chat_max_tokens
+                                                      : limits.default_completion_max_tokens));
+
+  std::optional<double> number;
+  RETURN_IF_ERROR(ReadNumber(body, "temperature", {0.0, 2.0}, &number));
+  if (number) p.temperature = static_cast<float>(*number);
+  number.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "top_p", {0.0, 1.0, true}, &number));
+  if (number) p.top_p = static_cast<float>(*number);
+  number.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "min_p", {0.0, 1.0}, &number));
+  if (number) p.min_p = static_cast<float>(*number);
+  number.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", {0.0, 10.0, true}, &number));
+  if (number) p.repetition_penalty = static_cast<float>(*number);
+  number.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "presence_penalty", {-2.0, 2.0}, &number));
+  if (number) p.presence_penalty = static_cast<float>(*number);
+  number.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "frequency_penalty", {-2.0, 2.0}, &number));
+  if (number) p.frequency_penalty = static_cast<float>(*number);
+
+  std::optional<int64_t> top_k;
+  RETURN_IF_ERROR(ReadInt(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k));
+  if (top_k) p.top_k = *top_k < 0 ? 0 : static_cast<int32_t>(*top_k);  // -1: off, as in vLLM
+
+  if (const json* seed = Field(body, "seed")) {
+    if (!seed->is_number_integer()) {
+      return FieldError("seed", absl::StrCat("must be an integer, got ", Describe(*seed)));
+    }
+    p.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                        : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &p.ignore_eos));
+  return ReadStopTokenIds(body, limits, out);
+}
+
+absl::Status ReadUnsupported(const json& body, ApiKind kind) {
+  std::optional<int64_t> n;
+  if (const json* v = Field(body, "n")) {
+    if (!v->is_number_integer() || v->get<int64_t>() != 1) {
+      return FieldError(
+          "n", absl::StrCat("must be 1: one choice per request is supported, got ", Describe(*v)));
+    }
+  }
+  if (kind == ApiKind::kCompletion) {
+    if (const json* v = Field(body, "best_of")) {
+      if (!v->is_number_integer() || v->get<int64_t>() != 1) {
+        return FieldError("best_of", absl::StrCat("must be 1, got ", Describe(*v)));
+      }
+    }
+    bool echo = false;
+    RETURN_IF_ERROR(ReadBool(body, "echo", &echo));
+    if (echo) return FieldError("echo", "is not supported; send false or leave it out");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStreaming(const json& body, OpenAiRequest* out) {
+  RETURN_IF_ERROR(ReadBool(body, "stream", &out->stream));
+  const json* options = Field(body, "stream_options");
+  if (options == nullptr) return absl::OkStatus();
+  if (!options->is_object()) {
+    return FieldError("stream_options",
+                      absl::StrCat("must be an object, got ", Describe(*options)));
+  }
+  if (!out->stream) {
+    return FieldError("stream_options", "is only allowed when \"stream\" is true");
+  }
+  const json* include = Field(*options, "include_usage");
+  if (include != nullptr) {
+    if (!include->is_boolean()) {
+      return FieldError("stream_options", absl::StrCat("include_usage must be true or false, got ",
+                                                       Describe(*include)));
+    }
+    out->include_usage = include->get<bool>();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadExtensions(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  std::optional<double> number;
+  RETURN_IF_ERROR(ReadNumber(body, "solver_tolerance", {0.0, 1.0}, &number));
+  if (number) out->solver_tolerance = static_cast<float>(*number);
+  std::optional<int64_t> iterations;
+  RETURN_IF_ERROR(
+      ReadInt(body, "solver_max_iterations", 1, limits.max_solver_iterations, &iterations));
+  if (iterations) out->solver_max_iterations = static_cast<int32_t>(*iterations);
+  number.reset();
+  RETURN_IF_ERROR(ReadNumber(body, "timeout", {0.0, 86400.0, true}, &number));
+  out->timeout_seconds = number;
+  return ReadBool(body, "return_token_ids", &out->return_token_ids);
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
+                                                 const RequestLimits& limits) {
+  if (!body.is_object()) {
+    return absl::InvalidArgumentError("the request body must be a JSON object");
+  }
+  OpenAiRequest out;
+  out.kind = kind;
+  if (const json* model = Field(body, "model")) {
+    if (!model->is_string()) {
+      return FieldError("model", absl::StrCat("must be a string, got ", Describe(*model)));
+    }
+    out.model = model->get<std::string>();
+  }
+  if (kind == ApiKind::kCompletion) {
+    RETURN_IF_ERROR(ReadPrompt(body, limits, &out));
+  } else {
+    RETURN_IF_ERROR(ReadMessages(body, &out));
+  }
+  RETURN_IF_ERROR(ReadUnsupported(body, kind));
+  RETURN_IF_ERROR(ReadSampling(body, limits, &out));
+  RETURN_IF_ERROR(ReadStop(body, limits, &out));
+  RETURN_IF_ERROR(ReadLogprobs(body, limits, &out));
+  RETURN_IF_ERROR(ReadStreaming(body, &out));
+  RETURN_IF_ERROR(ReadExtensions(body, limits, &out));
+  return out;
+}
+
+}  // namespace ridge

@@ -1,0 +1,58 @@
+// The body of POST /v1/completions and /v1/chat/completions, parsed and range-checked. Unknown
+// fields are ignored as OpenAI does; a known field of the wrong type or out of range is an
+// InvalidArgument naming it (server/api_error.h's ParamOf). JSON null means "not given".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/sampling_params.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/chat_template.h"
+
+namespace ridge {
+
+enum class ApiKind { kCompletion, kChat };
+
+// What the server allows; fields outside these are rejected with the limit in the message.
+struct RequestLimits {
+  int32_t vocab_size = 0;
+  int32_t max_new_tokens = 1 << 16;
+  int32_t max_solver_iterations = 100;
+  int32_t max_top_logprobs = 20;
+  int32_t max_stop_strings = 16;
+  // max_tokens when the body gives none: OpenAI's 16 for completions; chat runs until EOS.
+  int32_t default_completion_max_tokens = 16;
+  int32_t default_chat_max_tokens = 4096;
+};
+
+struct OpenAiRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;  // empty when omitted
+
+  // Exactly one prompt form is set: text, token ids (completions), or messages (chat).
+  std::optional<std::string> prompt_text;
+  std::optional<std::vector<int32_t>> prompt_ids;
+  std::vector<ChatMessage> messages;
+
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // matched on the decoded text
+  std::optional<float> solver_tolerance;
+  std::optional<int32_t> solver_max_iterations;
+
+  bool logprobs = false;     // report the sampled tokens' logprobs
+  int32_t top_logprobs = 0;  // and the n most likely alternatives
+
+  bool stream = false;
+  bool include_usage = false;             // stream_options.include_usage
+  std::optional<double> timeout_seconds;  // extension: deadline from arrival
+  bool return_token_ids = false;          // extension: add "token_ids" to each choice
+};
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, ApiKind kind,
+                                                 const RequestLimits& limits);
+
+}  // namespace ridge

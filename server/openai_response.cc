@@ -1,0 +1,166 @@
+#include "server/openai_response.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+
+json SolverJson(const SolverStats& s) {
+  return {{"solves", s.solves},
+          {"mean_iterations", s.MeanIterations()},
+          {"max_iterations", s.max_iterations},
+          {"capped_fraction", s.CappedFraction()},
+          {"mean_relative_residual", s.MeanRelativeResidual()}};
+}
+
+json Bytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+}  // namespace
+
+const char* OpenAiFinishReason(FinishReason reason) {
+  return reason == FinishReason::kLength ? "length" : "stop";
+}
+
+json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, const RequestUsage& usage) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"solver",
+           {{"prefill", SolverJson(usage.prefill_solver)},
+            {"decode", SolverJson(usage.decode_solver)}}}};
+}
+
+std::string TokenText(const Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer != nullptr) {
+    const int32_t ids[1] = {id};
+    auto text = tokenizer->Decode(ids, /*skip_special_tokens=*/false);
+    if (text.ok()) return *std::move(text);
+  }
+  return absl::StrCat("token_id:", id);
+}
+
+std::string ResponseBuilder::NewId(ApiKind kind) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char hex[25];
+  const uint64_t a = rng(), b = rng();
+  std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b & 0xffffffffULL));
+  return absl::StrCat(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", hex);
+}
+
+json ResponseBuilder::Envelope(bool chunk) const {
+  const bool chat = options_.kind == ApiKind::kChat;
+  const char* object =
+      chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", options_.id},
+          {"object", object},
+          {"created", options_.created},
+          {"model", options_.model}};
+}
+
+json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs) {
+  if (!options_.logprobs) return nullptr;
+  const Tokenizer* tok = options_.tokenizer;
+  if (options_.kind == ApiKind::kChat) {
+    json content = json::array();
+    for (const LogprobEntry& lp : logprobs) {
+      const std::string text = TokenText(tok, lp.token);
+      json top = json::array();
+      for (const auto& [id, value] : lp.top) {
+        const std::string alt = TokenText(tok, id);
+        top.push_back({{"token", alt}, {"logprob", value}, {"bytes", Bytes(alt)}});
+      }
+      content.push_back({{"token", text},
+                         {"logprob", lp.logprob},
+                         {"bytes", Bytes(text)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       offsets = json::array();
+  for (const LogprobEntry& lp : logprobs) {
+    const std::string text = TokenText(tok, lp.token);
+    tokens.push_back(text);
+    token_logprobs.push_back(lp.logprob);
+    json top = json::object();
+    for (const auto& [id, value] : lp.top) top[TokenText(tok, id)] = value;
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(text.size());
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json ResponseBuilder::Chunk(const OutputDelta& delta) {
+  json choice = {{"index", 0}};
+  if (options_.kind == ApiKind::kChat) {
+    json d = json::object();
+    if (!role_sent_) d["role"] = "assistant";
+    role_sent_ = true;
+    d["content"] = delta.text;
+    choice["delta"] = std::move(d);
+  } else {
+    choice["text"] = delta.text;
+  }
+  choice["logprobs"] = Logprobs(delta.logprobs);
+  choice["finish_reason"] = nullptr;
+  if (options_.return_token_ids) choice["token_ids"] = delta.tokens;
+  json chunk = Envelope(true);
+  chunk["choices"] = json::array({std::move(choice)});
+  if (options_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json ResponseBuilder::FinalChunk(const std::string& finish_reason) {
+  json choice = {{"index", 0}};
+  if (options_.kind == ApiKind::kChat) {
+    choice["delta"] = json::object();
+    if (!role_sent_) choice["delta"]["role"] = "assistant";
+    role_sent_ = true;
+  } else {
+    choice["text"] = "";
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason;
+  json chunk = Envelope(true);
+  chunk["choices"] = json::array({std::move(choice)});
+  if (options_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json ResponseBuilder::UsageChunk(json usage) const {
+  json chunk = Envelope(true);
+  chunk["choices"] = json::array();
+  chunk["usage"] = std::move(usage);
+  return chunk;
+}
+
+json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_reason, json usage) {
+  json choice = {{"index", 0}};
+  if (options_.kind == ApiKind::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", all.text}};
+  } else {
+    choice["text"] = all.text;
+  }
+  choice["logprobs"] = Logprobs(all.logprobs);
+  choice["finish_reason"] = finish_reason;
+  if (options_.return_token_ids) choice["token_ids"] = all.tokens;
+  json response = Envelope(false);
+  response["choices"] = json::array({std::move(choice)});
+  response["usage"] = std::move(usage);
+  return response;
+}
+
+}  // namespace ridge

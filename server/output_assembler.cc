@@ -1,0 +1,37 @@
+#include "server/output_assembler.h"
+
+#include "base/status_macros.h"
+
+namespace ridge {
+
+OutputAssembler::OutputAssembler(const Tokenizer* tokenizer, std::vector<std::string> stops)
+    : tokenizer_(tokenizer), matcher_(std::move(stops)) {
+  if (tokenizer_ != nullptr) decoder_.emplace(*tokenizer_, /*skip_special_tokens=*/true);
+}
+
+absl::StatusOr<OutputDelta> OutputAssembler::Add(const RequestEvent& event) {
+  OutputDelta delta;
+  for (size_t i = 0; i < event.tokens.size() && !matcher_.stopped(); ++i) {
+    const int32_t id = event.tokens[i];
+    delta.tokens.push_back(id);
+    if (i < event.logprobs.size()) delta.logprobs.push_back(event.logprobs[i]);
+    ++tokens_consumed_;
+    if (decoder_) {
+      ASSIGN_OR_RETURN(const std::string piece, decoder_->Add(id));
+      delta.text += matcher_.Add(piece);
+    }
+  }
+  return delta;
+}
+
+absl::StatusOr<OutputDelta> OutputAssembler::Finish() {
+  OutputDelta delta;
+  if (decoder_ && !matcher_.stopped()) {
+    ASSIGN_OR_RETURN(const std::string rest, decoder_->Finish());
+    delta.text += matcher_.Add(rest);
+    delta.text += matcher_.Flush();
+  }
+  return delta;
+}
+
+}  // namespace ridge

@@ -1,0 +1,204 @@
+#include "server/prometheus_metrics.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "prometheus/text_serializer.h"
+
+namespace ridge {
+namespace {
+
+using prometheus::Histogram;
+
+const Histogram::BucketBoundaries kRequestSeconds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,   2.5,
+                                                     5,    10,    20,   40,  80,   160, 320, 640};
+const Histogram::BucketBoundaries kFirstTokenSeconds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
+                                                        0.1,   0.25,  0.5,  0.75, 1,    2.5,  5,
+                                                        7.5,   10,    20,   40,   80};
+const Histogram::BucketBoundaries kTokenGapSeconds = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04,
+                                                      0.06,  0.08,   0.1,   0.15, 0.2,  0.3,
+                                                      0.4,   0.5,    0.75,  1,    2.5};
+const Histogram::BucketBoundaries kQueueSeconds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                   0.5,   1,     2.5,  5,     10,   30,  60};
+const Histogram::BucketBoundaries kStepSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                  0.1,    0.25,  0.5,    1,     2.5,  5};
+const Histogram::BucketBoundaries kBatchSizes = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+const Histogram::BucketBoundaries kIterations = {1,  2,  3,  4,  5,  6,   8,   10,  12,  15,  20,
+                                                 25, 30, 40, 50, 75, 100, 150, 200, 500, 1000};
+const Histogram::BucketBoundaries kResiduals = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3,
+                                                1e-2, 3e-2, 1e-1, 3e-1, 1};
+
+prometheus::Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
+                                    const std::string& help,
+                                    const Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+// `count` observations of `mean` (in its bucket), adding `sum` to the histogram's sum.
+void ObserveAggregate(Histogram& histogram, const Histogram::BucketBoundaries& bounds, double mean,
+                      int64_t count, double sum) {
+  if (count <= 0) return;
+  std::vector<double> increments(bounds.size() + 1, 0.0);
+  const size_t bucket = std::lower_bound(bounds.begin(), bounds.end(), mean) - bounds.begin();
+  increments[bucket] = static_cast<double>(count);
+  histogram.ObserveMultiple(increments, sum);
+}
+
+}  // namespace
+
+PrometheusMetrics::PrometheusMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_total_(prometheus::BuildCounter()
+                          .Name("ridgeserve_requests_total")
+                          .Help("Finished or rejected generation requests by final status (ok, "
+                                "cancelled, deadline_exceeded, resource_exhausted, ...).")
+                          .Register(*registry_)),
+      request_duration_(AddHistogram(*registry_, "ridgeserve_request_duration_seconds",
+                                     "End-to-end request latency, submit to last token.",
+                                     kRequestSeconds)),
+      time_to_first_token_(AddHistogram(*registry_, "ridgeserve_time_to_first_token_seconds",
+                                        "Submit to first generated token.", kFirstTokenSeconds)),
+      inter_token_latency_(AddHistogram(*registry_, "ridgeserve_inter_token_latency_seconds",
+                                        "Time between consecutive tokens of a request.",
+                                        kTokenGapSeconds)),
+      queue_time_(AddHistogram(*registry_, "ridgeserve_queue_time_seconds",
+                               "Submit to admission into a state slot.", kQueueSeconds)),
+      prompt_tokens_(prometheus::BuildCounter()
+                         .Name("ridgeserve_prompt_tokens_total")
+                         .Help("Prompt tokens of finished requests.")
+                         .Register(*registry_)
+                         .Add({})),
+      generation_tokens_(prometheus::BuildCounter()
+                             .Name("ridgeserve_generation_tokens_total")
+                             .Help("Generated tokens of finished requests.")
+                             .Register(*registry_)
+                             .Add({})),
+      requests_running_(prometheus::BuildGauge()
+                            .Name("ridgeserve_requests_running")
+                            .Help("Requests holding a state slot.")
+                            .Register(*registry_)
+                            .Add({})),
+      requests_waiting_(prometheus::BuildGauge()
+                            .Name("ridgeserve_requests_waiting")
+                            .Help("Requests queued for a state slot.")
+                            .Register(*registry_)
+                            .Add({})),
+      slots_used_(prometheus::BuildGauge()
+                      .Name("ridgeserve_state_slots_used")
+                      .Help("State slots in use.")
+                      .Register(*registry_)
+                      .Add({})),
+      slots_total_(prometheus::BuildGauge()
+                       .Name("ridgeserve_state_slots_total")
+                       .Help("State slots in the pool (--slots).")
+                       .Register(*registry_)
+                       .Add({})),
+      batch_size_(AddHistogram(*registry_, "ridgeserve_batch_size",
+                               "Sequences advanced by one engine step (prefill and decode).",
+                               kBatchSizes)),
+      step_duration_(prometheus::BuildHistogram()
+                         .Name("ridgeserve_step_duration_seconds")
+                         .Help("Wall time of an engine step's model work, by phase: prefill "
+                               "(prompt chunks only), decode (one token per sequence only) or "
+                               "mixed.")
+                         .Register(*registry_)),
+      solver_iterations_(prometheus::BuildHistogram()
+                             .Name("ridgeserve_solver_iterations")
+                             .Help("Solver iterations per head solve, by phase and layer type "
+                                   "(aggregated per step: buckets hold per-step means weighted "
+                                   "by solves; _sum and _count are exact).")
+                             .Register(*registry_)),
+      solver_residual_(prometheus::BuildHistogram()
+                           .Name("ridgeserve_solver_relative_residual")
+                           .Help("Final relative residual ||r||/||r0|| per head solve, by phase "
+                                 "and layer type (aggregated per step like "
+                                 "ridgeserve_solver_iterations).")
+                           .Register(*registry_)),
+      solver_capped_(prometheus::BuildCounter()
+                         .Name("ridgeserve_solver_capped_total")
+                         .Help("Head solves stopped by max_iterations before reaching the "
+                               "tolerance, by phase.")
+                         .Register(*registry_)) {
+  // Create every labelled series up front so a scrape shows them before the first request.
+  for (const char* status : {"ok", "cancelled", "deadline_exceeded", "resource_exhausted"}) {
+    requests_total_.Add({{"status", status}});
+  }
+  for (const char* phase : {"prefill", "decode", "mixed"}) {
+    step_duration_.Add({{"phase", phase}}, kStepSeconds);
+  }
+  for (const char* phase : {"prefill", "decode"}) {
+    solver_iterations_.Add({{"phase", phase}, {"layer_type", "mesa"}}, kIterations);
+    solver_residual_.Add({{"phase", phase}, {"layer_type", "mesa"}}, kResiduals);
+    solver_capped_.Add({{"phase", phase}});
+  }
+}
+
+std::string PrometheusMetrics::StatusLabel(const absl::Status& status) {
+  if (status.ok()) return "ok";
+  std::string name = absl::StatusCodeToString(status.code());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+void PrometheusMetrics::ObserveSolver(const char* phase, const SolverStats& stats) {
+  if (stats.solves == 0) return;
+  const prometheus::Labels labels = {{"phase", phase}, {"layer_type", "mesa"}};
+  ObserveAggregate(solver_iterations_.Add(labels, kIterations), kIterations, stats.MeanIterations(),
+                   stats.solves, static_cast<double>(stats.total_iterations));
+  ObserveAggregate(solver_residual_.Add(labels, kResiduals), kResiduals,
+                   stats.MeanRelativeResidual(), stats.solves, stats.sum_relative_residual);
+  if (stats.capped > 0) solver_capped_.Add({{"phase", phase}}).Increment(stats.capped);
+}
+
+void PrometheusMetrics::OnStep(const StepReport& report) {
+  const int64_t sequences = report.prefill_sequences + report.decode_sequences;
+  if (sequences > 0) {
+    batch_size_.Observe(static_cast<double>(sequences));
+    const char* phase = report.prefill_sequences == 0  ? "decode"
+                        : report.decode_sequences == 0 ? "prefill"
+                                                       : "mixed";
+    step_duration_.Add({{"phase", phase}}, kStepSeconds).Observe(report.seconds);
+  }
+  ObserveSolver("prefill", report.prefill_solver);
+  ObserveSolver("decode", report.decode_solver);
+  requests_running_.Set(static_cast<double>(report.running));
+  requests_waiting_.Set(static_cast<double>(report.waiting));
+  slots_used_.Set(static_cast<double>(report.slots_used));
+  slots_total_.Set(static_cast<double>(report.slots_total));
+}
+
+void PrometheusMetrics::OnRequestFinished(FinishReason reason, const absl::Status& status,
+                                          const RequestUsage& usage) {
+  (void)reason;
+  requests_total_.Add({{"status", StatusLabel(status)}}).Increment();
+  request_duration_.Observe(usage.total_seconds);
+  queue_time_.Observe(usage.queue_seconds);
+  if (usage.completion_tokens > 0) time_to_first_token_.Observe(usage.time_to_first_token_seconds);
+  prompt_tokens_.Increment(static_cast<double>(usage.prompt_tokens));
+  generation_tokens_.Increment(static_cast<double>(usage.completion_tokens));
+}
+
+void PrometheusMetrics::OnInterTokenLatency(double seconds) {
+  inter_token_latency_.Observe(seconds);
+}
+
+void PrometheusMetrics::OnRejected(const absl::Status& status) {
+  requests_total_.Add({{"status", StatusLabel(status)}}).Increment();
+}
+
+void PrometheusMetrics::SetSnapshot(const EngineSnapshot& snapshot) {
+  requests_running_.Set(static_cast<double>(snapshot.running));
+  requests_waiting_.Set(static_cast<double>(snapshot.waiting));
+  slots_used_.Set(static_cast<double>(snapshot.slots_used));
+  slots_total_.Set(static_cast<double>(snapshot.slots_total));
+}
+
+std::string PrometheusMetrics::Serialize() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace ridge

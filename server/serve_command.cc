@@ -1,0 +1,250 @@
+// ridgeserve serve: load a model and serve it over HTTP (OpenAI-compatible API, /metrics,
+// health) until SIGTERM or SIGINT, then drain.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "engine/engine.h"
+#include "server/command_support.h"
+#include "server/commands.h"
+#include "server/generation_backend.h"
+#include "server/http_server.h"
+#include "server/prometheus_metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ridge {
+namespace {
+
+constexpr char kUsage[] = R"(usage: ridgeserve serve --model DIR [flags]
+
+Serves the model over HTTP: OpenAI-compatible POST /v1/completions, POST /v1/chat/completions
+(streaming as server-sent events), GET /v1/models, GET /health, GET /ready, GET /metrics.
+SIGTERM or SIGINT drains: new requests get 503, running ones finish within --drain-seconds,
+then the process exits 0.
+
+  --model DIR                  checkpoint folder (config.json + safetensors), required
+  --tokenizer DIR              folder with tokenizer.json [+ tokenizer_config.json for the chat
+                               template] (default: the model folder; without one, only prompts
+                               given as token ids are accepted and responses carry token ids)
+  --served-model-name NAME     the id clients pass as "model" (default: the model folder's name)
+  --host ADDR                  address to listen on (default 127.0.0.1; 0.0.0.0 for all)
+  --http-port N                HTTP port (default 8000; 0 picks a free port, logged at start)
+  --http-threads N             connections served at once; a stream holds one for its whole
+                               life (default: slots + max-waiting + 16, at most 1024)
+  --slots N                    sequences generating at once: the state pool size; each slot
+                               holds one fixed-size state (see the start-up log) (default 64)
+  --max-waiting N              requests queued for a slot beyond the running ones; more are
+                               rejected at once with 429 (default 256)
+  --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
+                               never stall decoding streams (default 512)
+  --max-prompt-tokens N        longer prompts are rejected with 413 (default 1048576)
+  --max-tokens-limit N         the largest max_tokens a request may ask for (default 65536)
+  --solver-tolerance T         default CG stopping rule ||r|| <= T ||r0|| for requests that set
+                               no solver_tolerance; 0 runs every iteration (default 0)
+  --solver-max-iterations M    default CG iteration cap for requests that set no
+                               solver_max_iterations (default: config max_cg_step_decoding)
+  --max-solver-iterations M    the largest solver_max_iterations a request may ask for
+                               (default 100)
+  --threads N                  CPU threads for the model (default: all cores)
+  --log-level L                debug, info, warning or error (default info)
+  --drain-seconds S            grace period for running requests after SIGTERM (default 30)
+)";
+
+// Blocks the shutdown signals in this thread (and every thread it starts afterwards), so that
+// only WaitForShutdownSignal receives them.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead server
+  return set;
+}
+
+int WaitForShutdownSignal(const sigset_t& set) {
+  int signal_number = 0;
+  sigwait(&set, &signal_number);
+  return signal_number;
+}
+
+struct LoadedTokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;
+};
+
+absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model_vocab) {
+  LoadedTokenizer out;
+  const bool explicit_dir = args.Has("tokenizer");
+  const std::filesystem::path dir = args.StringOr("tokenizer", args.StringOr("model", ""));
+  if (!std::filesystem::exists(dir / "tokenizer.json")) {
+    if (explicit_dir) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tokenizer ", dir.string(), ": no tokenizer.json in that folder"));
+    }
+    Log(LogLevel::kWarning, "no tokenizer.json in ", dir.string(),
+        ": only prompts given as token ids are accepted (pass --tokenizer DIR for text)");
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.tokenizer, Tokenizer::Load(dir));
+  if (out.tokenizer->vocab_size() > model_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tokenizer in ", dir.string(), " has ", out.tokenizer->vocab_size(),
+        " ids but the model's vocabulary is ", model_vocab, ": they do not belong together"));
+  }
+  const auto& templates = out.tokenizer->config().chat_templates;
+  const NamedChatTemplate* chosen = nullptr;
+  for (const auto& t : templates) {
+    if (chosen == nullptr || t.name == "default") chosen = &t;
+  }
+  if (chosen == nullptr) {
+    Log(LogLevel::kWarning, "the tokenizer has no chat template: /v1/chat/completions answers 400");
+  } else if (auto parsed = ChatTemplate::FromSource(chosen->name, chosen->source); parsed.ok()) {
+    out.chat_template = std::make_unique<ChatTemplate>(*std::move(parsed));
+  } else {
+    Log(LogLevel::kWarning, "chat template not usable, /v1/chat/completions answers 400: ",
+        std::string(parsed.status().message()));
+  }
+  Log(LogLevel::kInfo, "tokenizer from ", dir.string(), ": ", out.tokenizer->vocab_size(),
+      " ids, chat template ",
+      out.chat_template ? std::string(out.chat_template->format()) : std::string("none"));
+  return out;
+}
+
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args,
+                                                     const MesaNetConfig& config) {
+  EngineOptions o;
+  ASSIGN_OR_RETURN(o.max_slots, args.Int("slots", o.max_slots));
+  ASSIGN_OR_RETURN(o.max_waiting, args.Int("max-waiting", o.max_waiting));
+  ASSIGN_OR_RETURN(o.prefill_token_budget,
+                   args.Int("prefill-token-budget", o.prefill_token_budget));
+  ASSIGN_OR_RETURN(o.max_prompt_tokens, args.Int("max-prompt-tokens", o.max_prompt_tokens));
+  ASSIGN_OR_RETURN(o.max_new_tokens, args.Int("max-tokens-limit", o.max_new_tokens));
+  if (o.max_new_tokens < 1 || o.max_new_tokens > (1 << 30)) {
+    return absl::InvalidArgumentError("--max-tokens-limit must be 1 to 2^30");
+  }
+  if (o.max_prompt_tokens < 1)
+    return absl::InvalidArgumentError("--max-prompt-tokens must be >= 1");
+  ASSIGN_OR_RETURN(const int64_t max_iterations,
+                   args.Int("max-solver-iterations", o.max_solver_iterations));
+  if (max_iterations < 1 || max_iterations > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-solver-iterations ", max_iterations, " must be 1 to 1000"));
+  }
+  o.max_solver_iterations = static_cast<int32_t>(max_iterations);
+  ASSIGN_OR_RETURN(o.default_solver, SolverOptionsFromFlags(args, config));
+  if (o.default_solver.max_iterations > o.max_solver_iterations) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--solver-max-iterations ", o.default_solver.max_iterations,
+                     " is above --max-solver-iterations ", o.max_solver_iterations));
+  }
+  RETURN_IF_ERROR(ValidateEngineOptions(o));
+  return o;
+}
+
+absl::Status Serve(int argc, char** argv) {
+  std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
+  known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
+                "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
+                "max-solver-iterations", "drain-seconds"});
+  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known));
+  const sigset_t shutdown_signals = BlockShutdownSignals();
+
+  ASSIGN_OR_RETURN(const int64_t port, args.Int("http-port", 8000));
+  if (port < 0 || port > 65535) return absl::InvalidArgumentError("--http-port must be 0 to 65535");
+  ASSIGN_OR_RETURN(const double drain_seconds, args.Double("drain-seconds", 30.0));
+  if (!(drain_seconds >= 0 && drain_seconds <= 86400)) {
+    return absl::InvalidArgumentError("--drain-seconds must be 0 to 86400");
+  }
+  ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
+  const MesaNetConfig& config = model->config();
+  ASSIGN_OR_RETURN(const EngineOptions engine_options, EngineOptionsFromFlags(args, config));
+  ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, config.vocab_size));
+
+  HttpServerOptions http_options;
+  const std::filesystem::path model_dir =
+      std::filesystem::weakly_canonical(args.StringOr("model", ""));
+  http_options.model_id = args.StringOr("served-model-name", model_dir.filename().string());
+  http_options.limits.vocab_size = static_cast<int32_t>(config.vocab_size);
+  http_options.limits.max_new_tokens = static_cast<int32_t>(engine_options.max_new_tokens);
+  http_options.limits.max_solver_iterations = engine_options.max_solver_iterations;
+  http_options.limits.default_chat_max_tokens =
+      std::min<int32_t>(http_options.limits.default_chat_max_tokens,
+                        static_cast<int32_t>(engine_options.max_new_tokens));
+  http_options.default_solver = engine_options.default_solver;
+  http_options.max_prompt_tokens = engine_options.max_prompt_tokens;
+  http_options.created = static_cast<int64_t>(std::time(nullptr));
+  ASSIGN_OR_RETURN(
+      const int64_t http_threads,
+      args.Int("http-threads", std::min<int64_t>(1024, engine_options.max_slots +
+                                                           engine_options.max_waiting + 16)));
+  if (http_threads < 1 || http_threads > 4096) {
+    return absl::InvalidArgumentError("--http-threads must be 1 to 4096");
+  }
+  http_options.worker_threads = static_cast<int>(http_threads);
+
+  PrometheusMetrics metrics;
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(model.get(), engine_options, &metrics));
+  EngineBackend backend(engine.get());
+  HttpServer http(&backend, tokenizer.tokenizer.get(), tokenizer.chat_template.get(), &metrics,
+                  http_options);
+  const std::string host = args.StringOr("host", "127.0.0.1");
+  ASSIGN_OR_RETURN(const int bound_port, http.Bind(host, static_cast<int>(port)));
+  std::thread http_thread([&http] { http.Run(); });
+
+  // gRPC: the gRPC module starts its server here (its own --grpc-port flag), on the same
+  // `backend`, and stops it below next to http.Stop().
+
+  Log(LogLevel::kInfo, "serving model '", http_options.model_id, "' on http://", host, ":",
+      bound_port, ": ", engine_options.max_slots, " slots x ", config.StateBytes(),
+      " state bytes = ", engine_options.max_slots * config.StateBytes(), " bytes, queue ",
+      engine_options.max_waiting, ", prefill budget ", engine_options.prefill_token_budget,
+      " tokens/step, default solver tolerance ", engine_options.default_solver.tolerance, " / ",
+      engine_options.default_solver.max_iterations, " iterations (requests may ask up to ",
+      engine_options.max_solver_iterations, ")");
+  http.SetReady(true);
+
+  const int signal_number = WaitForShutdownSignal(shutdown_signals);
+  Log(LogLevel::kInfo, "received ", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+      ": draining (new requests get 503; up to ", drain_seconds, " s for running ones)");
+  http.StartDrain();
+  engine->StartDrain();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(drain_seconds));
+  const bool idle = engine->WaitIdle(deadline) && http.WaitForActiveRequests(deadline);
+  if (!idle) {
+    const EngineSnapshot s = engine->Snapshot();
+    Log(LogLevel::kWarning, "drain period over with ", s.running, " running and ", s.waiting,
+        " waiting requests: cancelling them");
+    http.CancelAll();
+    http.WaitForActiveRequests(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  }
+  http.Stop();
+  http_thread.join();
+  engine.reset();
+  Log(LogLevel::kInfo, "drained, exiting");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunServeCommand(int argc, char** argv) {
+  if (argc >= 1 && std::string(argv[0]) == "--help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const absl::Status status = Serve(argc, argv);
+  return status.ok() ? 0 : ReportError("serve", status);
+}
+
+}  // namespace ridge
