@@ -1,0 +1,373 @@
+// The real `ridgeserve serve` binary on a loopback port, a test checkpoint and a tiny byte-level
+// tokenizer, driven by an HTTP client: unary and streaming generation, determinism, 32
+// concurrent streams during a long prefill, cancellation, deadlines, queue-full, invalid fields,
+// /metrics (and promtool), and draining on SIGTERM.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <regex>
+#include <thread>
+
+#include "tests/integration/server_process.h"
+#include "tests/server/http_test_client.h"
+#include "tests/server/tiny_tokenizer.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+using testing::PostJson;
+using testing::PostStream;
+using testing::ServerProcess;
+using testing::StreamText;
+
+const std::filesystem::path kModel =
+    std::filesystem::path(RIDGE_TEST_DATA_DIR) / "mesanet" / "d64_untied";
+
+std::filesystem::path TempDir() {
+  static const std::filesystem::path dir = [] {
+    auto d =
+        std::filesystem::temp_directory_path() / ("ridge_http_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    testing::WriteTinyTokenizer(d / "tokenizer");
+    return d;
+  }();
+  return dir;
+}
+
+std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& extra,
+                                           const std::string& name) {
+  std::vector<std::string> args = {
+      "--model", kModel.string(), "--tokenizer", (TempDir() / "tokenizer").string(), "--threads",
+      "1",       "--log-level",   "info"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::string error;
+  auto server = ServerProcess::Start(RIDGESERVE_BINARY, args, TempDir() / (name + ".log"), &error);
+  EXPECT_NE(server, nullptr) << error;
+  return server;
+}
+
+std::unique_ptr<httplib::Client> Client(const ServerProcess& server) {
+  auto client = std::make_unique<httplib::Client>("127.0.0.1", server.port());
+  client->set_read_timeout(30, 0);
+  return client;
+}
+
+// The value of an unlabelled sample (or one with exactly these labels) in a /metrics text.
+double MetricValue(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+std::string Metrics(httplib::Client& client) {
+  auto r = client.Get("/metrics");
+  return r ? r->body : std::string();
+}
+
+// Polls /metrics until `series` has `value`, up to `timeout`.
+bool WaitForMetric(httplib::Client& client, const std::string& series, double value,
+                   std::chrono::seconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (MetricValue(Metrics(client), series) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<int> Ids(const json& choice) { return choice["token_ids"].get<std::vector<int>>(); }
+
+class HttpIntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = StartServer({"--slots", "48", "--max-waiting", "64", "--prefill-token-budget", "256",
+                           "--max-prompt-tokens", "4096"},
+                          "shared")
+                  .release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = Client(*server_);
+  }
+
+  static ServerProcess* server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+ServerProcess* HttpIntegrationTest::server_ = nullptr;
+
+TEST_F(HttpIntegrationTest, UnaryAndStreamingAgreeForTheSameSeed) {
+  const json body = {{"prompt", "Hello"}, {"max_tokens", 12},   {"temperature", 1.0},
+                     {"seed", 1234},      {"ignore_eos", true}, {"return_token_ids", true}};
+  const auto unary = PostJson(*client_, "/v1/completions", body);
+  ASSERT_EQ(unary.status, 200) << unary.body;
+  const json& choice = unary.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(Ids(choice).size(), 12u);
+  EXPECT_EQ(unary.body["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(unary.body["usage"]["prompt_tokens"], 5);
+  EXPECT_GT(unary.body["usage"]["solver"]["decode"]["solves"].get<int>(), 0);
+  EXPECT_GT(unary.body["usage"]["solver"]["prefill"]["mean_iterations"].get<double>(), 0);
+
+  const auto again = PostJson(*client_, "/v1/completions", body);
+  EXPECT_EQ(again.body["choices"][0]["text"], choice["text"]);
+  EXPECT_EQ(Ids(again.body["choices"][0]), Ids(choice));
+
+  json stream_body = body;
+  stream_body["stream"] = true;
+  stream_body["stream_options"] = {{"include_usage", true}};
+  const auto stream = PostStream(*client_, "/v1/completions", stream_body);
+  ASSERT_EQ(stream.status, 200) << stream.raw;
+  EXPECT_TRUE(stream.done);
+  EXPECT_EQ(StreamText(stream), choice["text"].get<std::string>());
+  std::vector<int> streamed;
+  for (const auto& chunk : stream.chunks) {
+    for (const auto& c : chunk["choices"]) {
+      if (c.contains("token_ids")) {
+        for (int id : c["token_ids"]) streamed.push_back(id);
+      }
+    }
+  }
+  EXPECT_EQ(streamed, Ids(choice));
+  EXPECT_EQ(stream.chunks.back()["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(stream.chunks[stream.chunks.size() - 2]["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpIntegrationTest, ChatCompletionUsesTheTemplate) {
+  const auto r = PostJson(*client_, "/v1/chat/completions",
+                          {{"model", "d64_untied"},
+                           {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_completion_tokens", 4},
+                           {"temperature", 0},
+                           {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["object"], "chat.completion");
+  EXPECT_EQ(r.body["choices"][0]["message"]["role"], "assistant");
+  // "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>
+  // \n<|im_start|>assistant\n": 3 + 35 + 1 special tokens... counted by the server.
+  EXPECT_GT(r.body["usage"]["prompt_tokens"].get<int>(), 40);
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 4);
+}
+
+TEST_F(HttpIntegrationTest, ConcurrentStreamsCompleteWhileALongPromptPrefills) {
+  std::vector<int> long_prompt(3000);
+  for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = 3 + (i * 7) % 256;
+  std::atomic<int> long_status{0};
+  std::thread long_request([&] {
+    auto client = Client(*server_);
+    const auto r = PostJson(*client, "/v1/completions",
+                            {{"prompt", long_prompt}, {"max_tokens", 2}, {"ignore_eos", true}});
+    long_status = r.status;
+    EXPECT_EQ(r.body["usage"]["prompt_tokens"], 3000) << r.body;
+  });
+  constexpr int kStreams = 32;
+  std::vector<testing::StreamReply> replies(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      auto client = Client(*server_);
+      replies[i] = PostStream(*client, "/v1/completions",
+                              {{"prompt", {3 + i, 4, 5}},
+                               {"max_tokens", 8},
+                               {"ignore_eos", true},
+                               {"seed", i},
+                               {"return_token_ids", true},
+                               {"stream", true}});
+    });
+  }
+  for (auto& t : threads) t.join();
+  long_request.join();
+  EXPECT_EQ(long_status.load(), 200);
+  for (int i = 0; i < kStreams; ++i) {
+    const auto& r = replies[i];
+    ASSERT_EQ(r.status, 200) << i << ": " << r.raw;
+    EXPECT_TRUE(r.done) << i;
+    size_t tokens = 0;
+    for (const auto& chunk : r.chunks) {
+      if (chunk["choices"][0].contains("token_ids"))
+        tokens += chunk["choices"][0]["token_ids"].size();
+    }
+    EXPECT_EQ(tokens, 8u) << i;
+    EXPECT_EQ(r.chunks.back()["choices"][0]["finish_reason"], "length") << i;
+  }
+}
+
+TEST_F(HttpIntegrationTest, ClosingTheStreamCancelsAndFreesTheSlot) {
+  ASSERT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0));
+  const double cancelled_before =
+      MetricValue(Metrics(*client_), "ridgeserve_requests_total{status=\"cancelled\"}");
+  auto stream_client = Client(*server_);
+  int chunks = 0;
+  const auto r = PostStream(*stream_client, "/v1/completions",
+                            {{"prompt", "Hello"},
+                             {"max_tokens", 60000},
+                             {"ignore_eos", true},
+                             {"return_token_ids", true},
+                             {"stream", true}},
+                            [&](const json&) { return ++chunks < 3; });
+  EXPECT_TRUE(r.aborted);
+  stream_client->stop();
+  EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0)) << Metrics(*client_);
+  EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_requests_total{status=\"cancelled\"}",
+                            cancelled_before + 1));
+}
+
+TEST_F(HttpIntegrationTest, DeadlineExpiry) {
+  const auto r = PostJson(
+      *client_, "/v1/completions",
+      {{"prompt", "Hello"}, {"max_tokens", 60000}, {"ignore_eos", true}, {"timeout", 0.3}});
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_EQ(r.body["error"]["code"], "deadline_exceeded");
+  const auto s = PostStream(*client_, "/v1/completions",
+                            {{"prompt", "Hello"},
+                             {"max_tokens", 60000},
+                             {"ignore_eos", true},
+                             {"timeout", 0.3},
+                             {"stream", true}});
+  ASSERT_EQ(s.status, 200);
+  ASSERT_FALSE(s.chunks.empty());
+  EXPECT_EQ(s.chunks.back()["error"]["code"], "deadline_exceeded") << s.raw;
+  EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0));
+}
+
+TEST_F(HttpIntegrationTest, InvalidFieldsAreRejectedWithTheirName) {
+  struct Case {
+    json body;
+    int status;
+    const char* param;
+  };
+  const std::vector<Case> cases = {
+      {{{"prompt", "x"}, {"temperature", -1}}, 400, "temperature"},
+      {{{"prompt", "x"}, {"top_p", 0}}, 400, "top_p"},
+      {{{"prompt", "x"}, {"max_tokens", "ten"}}, 400, "max_tokens"},
+      {{{"prompt", "x"}, {"n", 2}}, 400, "n"},
+      {{{"prompt", "x"}, {"stop", {1}}}, 400, "stop"},
+      {{{"prompt", "x"}, {"solver_tolerance", 5}}, 400, "solver_tolerance"},
+      {{{"prompt", "x"}, {"solver_max_iterations", 1001}}, 400, "solver_max_iterations"},
+      {{{"prompt", {1, 99999}}}, 400, "prompt"},
+      {{{"prompt", "x"}, {"logprobs", 50}}, 400, "logprobs"},
+      {{{"prompt", "x"}, {"model", "other"}}, 404, "model"},
+      {{{"prompt", std::vector<int>(5000, 7)}}, 413, "prompt"},
+  };
+  for (const Case& c : cases) {
+    const auto r = PostJson(*client_, "/v1/completions", c.body);
+    EXPECT_EQ(r.status, c.status) << c.body << " -> " << r.body;
+    EXPECT_EQ(r.body["error"]["param"], c.param) << c.body << " -> " << r.body;
+    EXPECT_FALSE(r.body["error"]["message"].get<std::string>().empty());
+    EXPECT_TRUE(r.body["error"].contains("type"));
+  }
+}
+
+TEST_F(HttpIntegrationTest, MetricsHaveTheDocumentedNamesAndPassPromtool) {
+  // Something to count first.
+  PostJson(*client_, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 2}});
+  const std::string text = Metrics(*client_);
+  for (const char* name :
+       {"ridgeserve_requests_total", "ridgeserve_request_duration_seconds",
+        "ridgeserve_time_to_first_token_seconds", "ridgeserve_inter_token_latency_seconds",
+        "ridgeserve_queue_time_seconds", "ridgeserve_prompt_tokens_total",
+        "ridgeserve_generation_tokens_total", "ridgeserve_requests_running",
+        "ridgeserve_requests_waiting", "ridgeserve_state_slots_used",
+        "ridgeserve_state_slots_total", "ridgeserve_batch_size", "ridgeserve_step_duration_seconds",
+        "ridgeserve_solver_iterations", "ridgeserve_solver_relative_residual",
+        "ridgeserve_solver_capped_total"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
+  }
+  EXPECT_EQ(MetricValue(text, "ridgeserve_state_slots_total"), 48);
+  EXPECT_GT(MetricValue(text, "ridgeserve_generation_tokens_total"), 0);
+  EXPECT_GT(MetricValue(text,
+                        "ridgeserve_solver_iterations_count{layer_type=\"mesa\","
+                        "phase=\"decode\"}"),
+            0);
+  if (std::system("command -v promtool > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus): exposition unchecked";
+  }
+  const auto file = TempDir() / "metrics.txt";
+  std::ofstream(file) << text;
+  const std::string command = "promtool check metrics < " + file.string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << "promtool check metrics failed on:\n" << text;
+}
+
+TEST(HttpQueueTest, FullQueueIsAnImmediate429) {
+  auto server = StartServer({"--slots", "1", "--max-waiting", "1"}, "queue");
+  ASSERT_NE(server, nullptr);
+  auto metrics = Client(*server);
+  const json long_stream = {
+      {"prompt", "Hi"}, {"max_tokens", 60000}, {"ignore_eos", true}, {"stream", true}};
+  // One running, one waiting: both hold their connection open until told to stop.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> holders;
+  for (int i = 0; i < 2; ++i) {
+    holders.emplace_back([&] {
+      auto client = Client(*server);
+      PostStream(*client, "/v1/completions", long_stream,
+                 [&](const json&) { return !stop.load(); });
+    });
+    if (i == 0) {
+      EXPECT_TRUE(WaitForMetric(*metrics, "ridgeserve_requests_running", 1));
+    }
+  }
+  EXPECT_TRUE(WaitForMetric(*metrics, "ridgeserve_requests_waiting", 1)) << Metrics(*metrics);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = PostJson(*metrics, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 2}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.body["error"]["code"], "queue_full");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("queue is full"), std::string::npos);
+  // The waiting request is still waiting: closing the running stream lets it in.
+  stop = true;
+  for (auto& t : holders) t.join();
+  EXPECT_TRUE(WaitForMetric(*metrics, "ridgeserve_state_slots_used", 0));
+}
+
+TEST(HttpDrainTest, SigtermFinishesRunningStreamsThenExitsZero) {
+  auto server = StartServer({"--drain-seconds", "30"}, "drain");
+  ASSERT_NE(server, nullptr);
+  std::atomic<bool> signalled{false};
+  testing::StreamReply reply;
+  std::thread stream([&] {
+    auto client = Client(*server);
+    reply = PostStream(*client, "/v1/completions",
+                       {{"prompt", "Hi"},
+                        {"max_tokens", 3000},
+                        {"ignore_eos", true},
+                        {"return_token_ids", true},
+                        {"stream", true}},
+                       [&](const json&) {
+                         if (!signalled.exchange(true)) server->Signal(SIGTERM);
+                         return true;
+                       });
+  });
+  // While the stream runs: not ready, and new requests are refused.
+  auto client = Client(*server);
+  bool saw_503 = false;
+  for (int i = 0; i < 500 && !saw_503; ++i) {
+    if (signalled) {
+      auto ready = client->Get("/ready");
+      saw_503 = ready && ready->status == 503;
+    }
+    if (!saw_503) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(saw_503);
+  const auto refused = PostJson(*client, "/v1/completions", {{"prompt", "Hi"}});
+  if (refused.status != 0) {
+    EXPECT_EQ(refused.status, 503) << refused.body;
+  }
+  stream.join();
+  EXPECT_TRUE(reply.done) << reply.raw.substr(0, 500);
+  ASSERT_FALSE(reply.chunks.empty());
+  EXPECT_EQ(reply.chunks.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(server->Wait(std::chrono::seconds(30)), 0) << server->Log();
+  EXPECT_NE(server->Log().find("drained"), std::string::npos) << server->Log();
+}
+
+}  // namespace
+}  // namespace ridge

@@ -1,0 +1,109 @@
+// Runs the real `ridgeserve serve` binary for integration tests: on a free loopback port
+// (--http-port 0, read back from the start-up log), waits for /ready, and signals or kills it.
+#pragma once
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ridge::testing {
+
+class ServerProcess {
+ public:
+  // Starts `binary serve ARGS... --http-port 0` with its output in `log`; returns null (and
+  // the log in *error) when it does not become ready within `timeout`.
+  static std::unique_ptr<ServerProcess> Start(
+      const std::string& binary, const std::vector<std::string>& args,
+      const std::filesystem::path& log, std::string* error,
+      std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::vector<std::string> argv_strings = {binary, "serve"};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    argv_strings.insert(argv_strings.end(), {"--http-port", "0", "--host", "127.0.0.1"});
+    std::vector<char*> argv;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    auto server = std::unique_ptr<ServerProcess>(new ServerProcess(pid, log));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const std::regex serving("serving model '[^']*' on http://[0-9.]+:([0-9]+)");
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch m;
+      const std::string text = server->Log();
+      if (server->port_ == 0 && std::regex_search(text, m, serving)) {
+        server->port_ = std::stoi(m[1]);
+      }
+      if (server->port_ != 0) {
+        httplib::Client client("127.0.0.1", server->port_);
+        auto ready = client.Get("/ready");
+        if (ready && ready->status == 200) return server;
+      }
+      int status;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        server->pid_ = -1;
+        *error = "server exited during start-up:\n" + text;
+        return nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    *error = "server not ready in time:\n" + server->Log();
+    return nullptr;
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  int port() const { return port_; }
+  void Signal(int signal_number) { kill(pid_, signal_number); }
+
+  // Waits for exit; the exit code, or -1 on timeout / abnormal exit.
+  int Wait(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  ServerProcess(pid_t pid, std::filesystem::path log) : pid_(pid), log_(std::move(log)) {}
+  pid_t pid_;
+  std::filesystem::path log_;
+  int port_ = 0;
+};
+
+}  // namespace ridge::testing

@@ -1,0 +1,318 @@
+// The HTTP layer in-process, against a scripted fake engine: routes, OpenAI shapes, SSE,
+// stop strings, error codes, cancellation on disconnect, draining.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "server/api_error.h"
+#include "tests/server/http_test_client.h"
+#include "tests/server/tiny_tokenizer.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+using testing::PostJson;
+using testing::PostStream;
+using testing::StreamText;
+
+constexpr char kScript[] = "Hello world, this is ridgeserve speaking. ";
+
+// Emits the bytes of kScript (as tiny-tokenizer ids), one token per event every `interval`,
+// up to max_tokens, then finishes with "length". Cancel ends a request with kCancelled.
+class FakeBackend final : public GenerationBackend {
+ public:
+  ~FakeBackend() override {
+    for (auto& t : threads_) t.join();
+  }
+
+  absl::StatusOr<RequestId> Submit(EngineRequest request,
+                                   std::shared_ptr<RequestSink> sink) override {
+    if (!reject.ok()) return reject;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const RequestId id = next_id_++;
+    last_request = request;
+    ++running_;
+    threads_.emplace_back([this, id, request, sink] { Generate(id, request, sink); });
+    return id;
+  }
+
+  void Cancel(RequestId id) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_[id] = true;
+    ++cancels;
+  }
+
+  EngineSnapshot Snapshot() const override {
+    EngineSnapshot s;
+    s.running = s.slots_used = running_;
+    s.slots_total = 4;
+    return s;
+  }
+
+  absl::Status reject;
+  std::chrono::milliseconds interval{1};
+  std::atomic<int> cancels{0};
+  EngineRequest last_request;
+
+ private:
+  bool IsCancelled(RequestId id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cancelled_[id];
+  }
+
+  void Generate(RequestId id, EngineRequest request, std::shared_ptr<RequestSink> sink) {
+    const std::string script = kScript;
+    RequestEvent last;
+    last.id = id;
+    last.finished = true;
+    last.usage.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+    int32_t i = 0;
+    for (; i < request.sampling.max_tokens; ++i) {
+      std::this_thread::sleep_for(interval);
+      if (IsCancelled(id)) break;
+      RequestEvent event;
+      event.id = id;
+      const int32_t token = testing::TinyTokenId(script[i % script.size()]);
+      event.tokens = {token};
+      if (request.logprobs) event.logprobs = {{token, -0.5f, {{token, -0.5f}}}};
+      sink->OnEvent(std::move(event));
+    }
+    if (IsCancelled(id)) {
+      last.finish_reason = FinishReason::kCancelled;
+      last.status = absl::CancelledError("cancelled by the client");
+    }
+    last.usage.completion_tokens = i;
+    last.usage.decode_solver.Add({5, 1e-3f, false});
+    --running_;
+    sink->OnEvent(std::move(last));
+  }
+
+  std::mutex mutex_;
+  RequestId next_id_ = 1;
+  std::map<RequestId, bool> cancelled_;
+  std::vector<std::thread> threads_;
+  std::atomic<int64_t> running_{0};
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
+                                      testing::TinyTokenizerConfigJson().dump());
+    auto chat =
+        ChatTemplate::FromSource("default", tokenizer_->config().chat_templates.at(0).source);
+    ASSERT_TRUE(chat.ok()) << chat.status();
+    chat_ = std::make_unique<ChatTemplate>(*chat);
+    HttpServerOptions options;
+    options.model_id = "tiny";
+    options.limits.vocab_size = 512;
+    options.limits.max_new_tokens = 1000;
+    options.max_prompt_tokens = 100;
+    options.worker_threads = 16;
+    server_ =
+        std::make_unique<HttpServer>(&backend_, tokenizer_.get(), chat_.get(), &metrics_, options);
+    auto port = server_->Bind("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
+    thread_ = std::thread([this] { server_->Run(); });
+    server_->SetReady(true);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_->set_read_timeout(10, 0);
+  }
+  void TearDown() override {
+    server_->Stop();
+    thread_.join();
+    server_.reset();
+  }
+
+  FakeBackend backend_;
+  PrometheusMetrics metrics_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(HttpServerTest, HealthReadyModels) {
+  EXPECT_EQ(client_->Get("/health")->status, 200);
+  EXPECT_EQ(client_->Get("/ready")->status, 200);
+  auto models = client_->Get("/v1/models");
+  ASSERT_TRUE(models);
+  const json body = json::parse(models->body);
+  EXPECT_EQ(body["object"], "list");
+  EXPECT_EQ(body["data"][0]["id"], "tiny");
+  EXPECT_EQ(client_->Get("/nope")->status, 404);
+}
+
+TEST_F(HttpServerTest, UnaryCompletion) {
+  const auto r = PostJson(*client_, "/v1/completions",
+                          {{"model", "tiny"}, {"prompt", "Hi"}, {"max_tokens", 5}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["object"], "text_completion");
+  EXPECT_EQ(r.body["model"], "tiny");
+  EXPECT_EQ(r.body["choices"][0]["text"], "Hello");
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(r.body["usage"]["total_tokens"], 7);
+  EXPECT_EQ(r.body["usage"]["solver"]["decode"]["solves"], 1);
+  EXPECT_EQ(backend_.last_request.prompt,
+            (std::vector<int32_t>{testing::TinyTokenId('H'), testing::TinyTokenId('i')}));
+}
+
+TEST_F(HttpServerTest, StreamingCompletionWithUsage) {
+  const auto r = PostStream(*client_, "/v1/completions",
+                            {{"prompt", {1, 2, 3}},
+                             {"max_tokens", 11},
+                             {"stream", true},
+                             {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(StreamText(r), "Hello world");
+  ASSERT_GE(r.chunks.size(), 3u);
+  const json& last_choice = r.chunks[r.chunks.size() - 2];
+  EXPECT_EQ(last_choice["choices"][0]["finish_reason"], "length");
+  const json& usage = r.chunks.back();
+  EXPECT_EQ(usage["choices"], json::array());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 11);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 3);
+  for (size_t i = 0; i + 1 < r.chunks.size(); ++i) {
+    EXPECT_TRUE(r.chunks[i]["usage"].is_null()) << r.chunks[i];
+    EXPECT_EQ(r.chunks[i]["id"], r.chunks[0]["id"]);
+  }
+  EXPECT_TRUE(r.raw.ends_with("data: [DONE]\n\n"));
+}
+
+TEST_F(HttpServerTest, StopStringSplitAcrossTokensTruncatesAndCancels) {
+  const auto r = PostJson(*client_, "/v1/completions",
+                          {{"prompt", "x"}, {"max_tokens", 40}, {"stop", {"o w", "zzz"}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["choices"][0]["text"], "Hell");
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 7);  // "Hello w" consumed
+  EXPECT_GE(backend_.cancels.load(), 1);
+
+  const auto s =
+      PostStream(*client_, "/v1/completions",
+                 {{"prompt", "x"}, {"max_tokens", 40}, {"stop", "world"}, {"stream", true}});
+  EXPECT_EQ(StreamText(s), "Hello ");
+  EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(s.done);
+}
+
+TEST_F(HttpServerTest, ChatUnaryAndStreaming) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const auto r =
+      PostJson(*client_, "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 5}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["object"], "chat.completion");
+  EXPECT_EQ(r.body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], "Hello");
+  // The ChatML template renders the default system prompt, the user turn and the assistant cue.
+  const std::string expected_prompt =
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi"
+      "<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(*tokenizer_->Decode(backend_.last_request.prompt, false), expected_prompt);
+
+  const auto s = PostStream(*client_, "/v1/chat/completions",
+                            {{"messages", messages}, {"max_tokens", 5}, {"stream", true}});
+  ASSERT_EQ(s.status, 200);
+  EXPECT_EQ(s.chunks.front()["object"], "chat.completion.chunk");
+  EXPECT_EQ(s.chunks.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(StreamText(s), "Hello");
+  EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpServerTest, LogprobsAndSolverBudgetReachTheEngine) {
+  const auto r = PostJson(*client_, "/v1/chat/completions",
+                          {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                           {"max_tokens", 2},
+                           {"logprobs", true},
+                           {"top_logprobs", 1},
+                           {"solver_tolerance", 0.01},
+                           {"timeout", 30}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(backend_.last_request.logprobs);
+  EXPECT_EQ(backend_.last_request.top_logprobs, 1);
+  ASSERT_TRUE(backend_.last_request.solver.has_value());
+  EXPECT_FLOAT_EQ(backend_.last_request.solver->tolerance, 0.01f);
+  EXPECT_EQ(backend_.last_request.solver->max_iterations, 30);  // the server default
+  EXPECT_TRUE(backend_.last_request.deadline.has_value());
+  const json& content = r.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "H");
+  EXPECT_EQ(content[0]["logprob"], -0.5);
+}
+
+TEST_F(HttpServerTest, ErrorsHaveOpenAiBodiesAndCodes) {
+  auto r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}, {"temperature", 9}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "temperature");
+  EXPECT_EQ(r.body["error"]["type"], "invalid_request_error");
+
+  auto bad_json = client_->Post("/v1/completions", "{nope", "application/json");
+  EXPECT_EQ(bad_json->status, 400);
+
+  r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}, {"model", "gpt-4"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body["error"]["param"], "model");
+  EXPECT_EQ(r.body["error"]["code"], "model_not_found");
+
+  r = PostJson(*client_, "/v1/completions", {{"prompt", std::string(101, 'a')}});
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.body["error"]["param"], "prompt");
+
+  backend_.reject = absl::ResourceExhaustedError("the queue is full");
+  r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.body["error"]["message"], "the queue is full");
+
+  backend_.reject = absl::InvalidArgumentError("max_tokens: 900 is more than the limit of 800");
+  r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 900}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "max_tokens");
+  backend_.reject = absl::OkStatus();
+
+  const std::string metrics = client_->Get("/metrics")->body;
+  EXPECT_NE(metrics.find("ridgeserve_requests_total{status=\"invalid_argument\"}"),
+            std::string::npos);
+}
+
+TEST_F(HttpServerTest, ClientDisconnectCancelsTheRequest) {
+  backend_.interval = std::chrono::milliseconds(5);
+  int seen = 0;
+  const auto r = PostStream(*client_, "/v1/completions",
+                            {{"prompt", "x"}, {"max_tokens", 1000}, {"stream", true}},
+                            [&](const json&) { return ++seen < 3; });
+  EXPECT_TRUE(r.aborted);
+  client_->stop();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (backend_.cancels.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(backend_.cancels.load(), 1);
+  while (backend_.Snapshot().running > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(backend_.Snapshot().running, 0);
+}
+
+TEST_F(HttpServerTest, DrainingRefusesNewRequestsAndReadyTurns503) {
+  server_->StartDrain();
+  EXPECT_EQ(client_->Get("/ready")->status, 503);
+  EXPECT_EQ(client_->Get("/health")->status, 200);
+  const auto r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.body["error"]["code"], "unavailable");
+}
+
+}  // namespace
+}  // namespace ridge

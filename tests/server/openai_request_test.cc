@@ -1,0 +1,193 @@
+// OpenAI request bodies: what is accepted, and every invalid field rejected with its name.
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+
+RequestLimits Limits() {
+  RequestLimits limits;
+  limits.vocab_size = 512;
+  limits.max_new_tokens = 1000;
+  limits.max_solver_iterations = 50;
+  return limits;
+}
+
+TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
+  const json body = json::parse(R"({
+    "model": "m", "prompt": "hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+    "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5,
+    "frequency_penalty": -0.5, "seed": 42, "stop": ["a", "bc"], "stop_token_ids": [5, 6],
+    "logprobs": 3, "n": 1, "stream": true, "stream_options": {"include_usage": true},
+    "ignore_eos": true, "solver_tolerance": 1e-3, "solver_max_iterations": 12, "timeout": 2.5,
+    "user": "ignored", "some_future_field": {"x": 1}})");
+  auto r = ParseOpenAiRequest(body, ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->prompt_text, "hello");
+  EXPECT_EQ(r->sampling.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r->sampling.top_p, 0.9f);
+  EXPECT_EQ(r->sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r->sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r->sampling.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(r->sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r->sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(r->sampling.seed, 42u);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(r->sampling.stop_token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(r->logprobs);
+  EXPECT_EQ(r->top_logprobs, 3);
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_TRUE(r->sampling.ignore_eos);
+  EXPECT_FLOAT_EQ(*r->solver_tolerance, 1e-3f);
+  EXPECT_EQ(*r->solver_max_iterations, 12);
+  EXPECT_DOUBLE_EQ(*r->timeout_seconds, 2.5);
+}
+
+TEST(OpenAiRequestTest, PromptForms) {
+  for (const char* text : {R"({"prompt": [1, 2, 3]})", R"({"prompt": [[1, 2, 3]]})"}) {
+    auto r = ParseOpenAiRequest(json::parse(text), ApiKind::kCompletion, Limits());
+    ASSERT_TRUE(r.ok()) << text << ": " << r.status();
+    EXPECT_EQ(*r->prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  }
+  auto r = ParseOpenAiRequest(json::parse(R"({"prompt": ["hi"]})"), ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->prompt_text, "hi");
+  EXPECT_EQ(r->sampling.max_tokens, 16);  // OpenAI's default for completions
+}
+
+TEST(OpenAiRequestTest, ChatFields) {
+  auto r = ParseOpenAiRequest(json::parse(R"({
+      "messages": [{"role": "system", "content": "be brief"},
+                   {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                {"type": "text", "text": "b"}]},
+                   {"role": "assistant", "content": null}],
+      "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 2,
+      "top_k": -1})"),
+                              ApiKind::kChat, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->messages.size(), 3u);
+  EXPECT_EQ(r->messages[1].content, "ab");
+  EXPECT_EQ(r->messages[2].content, "");
+  EXPECT_EQ(r->sampling.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_TRUE(r->logprobs);
+  EXPECT_EQ(r->top_logprobs, 2);
+  EXPECT_EQ(r->sampling.top_k, 0);
+}
+
+TEST(OpenAiRequestTest, NullMeansAbsent) {
+  auto r = ParseOpenAiRequest(
+      json::parse(R"({"prompt": "x", "temperature": null, "stop": null, "n": null,
+                      "stream_options": null, "seed": null})"),
+      ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_FALSE(r->sampling.seed.has_value());
+}
+
+struct InvalidCase {
+  ApiKind kind;
+  const char* body;
+  const char* param;  // expected "param"; "" for none
+};
+
+class InvalidBodyTest : public ::testing::TestWithParam<InvalidCase> {};
+
+TEST_P(InvalidBodyTest, IsRejectedNamingTheField) {
+  const InvalidCase& c = GetParam();
+  auto r = ParseOpenAiRequest(json::parse(c.body), c.kind, Limits());
+  ASSERT_FALSE(r.ok()) << c.body;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.body;
+  EXPECT_EQ(HttpStatusFor(r.status()), 400);
+  EXPECT_EQ(ParamOf(r.status()), c.param) << c.body << " -> " << r.status();
+  if (*c.param != '\0') {
+    // The message names the field so that it can be read without the param.
+    EXPECT_NE(r.status().message().find(c.param), std::string::npos) << r.status();
+  }
+}
+
+constexpr ApiKind kC = ApiKind::kCompletion;
+constexpr ApiKind kChat = ApiKind::kChat;
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, InvalidBodyTest,
+    ::testing::Values(
+        InvalidCase{kC, R"([1, 2])", ""}, InvalidCase{kC, R"({})", "prompt"},
+        InvalidCase{kC, R"({"prompt": 5})", "prompt"},
+        InvalidCase{kC, R"({"prompt": []})", "prompt"},
+        InvalidCase{kC, R"({"prompt": ["a", "b"]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": [1, 512]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": [1, -1]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": [1, "a"]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": "x", "model": 3})", "model"},
+        InvalidCase{kC, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+        InvalidCase{kC, R"({"prompt": "x", "max_tokens": 1001})", "max_tokens"},
+        InvalidCase{kC, R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens"},
+        InvalidCase{kC, R"({"prompt": "x", "max_tokens": "5"})", "max_tokens"},
+        InvalidCase{kC, R"({"prompt": "x", "temperature": -0.1})", "temperature"},
+        InvalidCase{kC, R"({"prompt": "x", "temperature": 2.5})", "temperature"},
+        InvalidCase{kC, R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+        InvalidCase{kC, R"({"prompt": "x", "top_p": 0})", "top_p"},
+        InvalidCase{kC, R"({"prompt": "x", "top_p": 1.5})", "top_p"},
+        InvalidCase{kC, R"({"prompt": "x", "top_k": -2})", "top_k"},
+        InvalidCase{kC, R"({"prompt": "x", "top_k": 1.5})", "top_k"},
+        InvalidCase{kC, R"({"prompt": "x", "min_p": 1.5})", "min_p"},
+        InvalidCase{kC, R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+        InvalidCase{kC, R"({"prompt": "x", "presence_penalty": 3})", "presence_penalty"},
+        InvalidCase{kC, R"({"prompt": "x", "frequency_penalty": -3})", "frequency_penalty"},
+        InvalidCase{kC, R"({"prompt": "x", "seed": "1"})", "seed"},
+        InvalidCase{kC, R"({"prompt": "x", "seed": 1.5})", "seed"},
+        InvalidCase{kC, R"({"prompt": "x", "stop": 3})", "stop"},
+        InvalidCase{kC, R"({"prompt": "x", "stop": ""})", "stop"},
+        InvalidCase{kC, R"({"prompt": "x", "stop": ["a", 1]})", "stop"},
+        InvalidCase{kC, R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10",
+                                                   "11","12","13","14","15","16","17"]})",
+                    "stop"},
+        InvalidCase{kC, R"({"prompt": "x", "stop_token_ids": [600]})", "stop_token_ids"},
+        InvalidCase{kC, R"({"prompt": "x", "stop_token_ids": 5})", "stop_token_ids"},
+        InvalidCase{kC, R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+        InvalidCase{kC, R"({"prompt": "x", "logprobs": true})", "logprobs"},
+        InvalidCase{kC, R"({"prompt": "x", "n": 2})", "n"},
+        InvalidCase{kC, R"({"prompt": "x", "best_of": 3})", "best_of"},
+        InvalidCase{kC, R"({"prompt": "x", "echo": true})", "echo"},
+        InvalidCase{kC, R"({"prompt": "x", "stream": "yes"})", "stream"},
+        InvalidCase{kC, R"({"prompt": "x", "stream_options": {"include_usage": true}})",
+                    "stream_options"},
+        InvalidCase{kC, R"({"prompt": "x", "stream": true, "stream_options": 1})",
+                    "stream_options"},
+        InvalidCase{kC, R"({"prompt": "x", "stream": true,
+                            "stream_options": {"include_usage": 1}})",
+                    "stream_options"},
+        InvalidCase{kC, R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+        InvalidCase{kC, R"({"prompt": "x", "solver_tolerance": 2})", "solver_tolerance"},
+        InvalidCase{kC, R"({"prompt": "x", "solver_tolerance": -1e-3})", "solver_tolerance"},
+        InvalidCase{kC, R"({"prompt": "x", "solver_max_iterations": 0})", "solver_max_iterations"},
+        InvalidCase{kC, R"({"prompt": "x", "solver_max_iterations": 51})", "solver_max_iterations"},
+        InvalidCase{kC, R"({"prompt": "x", "timeout": 0})", "timeout"},
+        InvalidCase{kChat, R"({"prompt": "x"})", "messages"},
+        InvalidCase{kChat, R"({"messages": []})", "messages"},
+        InvalidCase{kChat, R"({"messages": [{"content": "x"}]})", "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user",
+                                      "content": [{"type": "image_url", "image_url": {}}]}]})",
+                    "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 3})", "n"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})",
+                    "logprobs"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+                    "top_logprobs"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "max_completion_tokens": 0})",
+                    "max_completion_tokens"}));
+
+}  // namespace
+}  // namespace ridge
