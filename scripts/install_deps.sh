@@ -10,6 +10,7 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev
   libopenblas-openmp-dev libpcre2-dev libicu-dev liblzma-dev
   libgtest-dev libgmock-dev
+  prometheus  # only for `promtool check metrics` in the HTTP integration test (skipped without it)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <signal.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
@@ -34,6 +35,9 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
       openai_(std::make_unique<OpenAiHandler>(backend, tokenizer, chat_template, metrics, &options_,
                                               &active_, &cancel_all_)),
       server_(std::make_unique<httplib::Server>()) {
+  // cpp-httplib sends without MSG_NOSIGNAL: a client that hangs up mid-stream would raise
+  // SIGPIPE and kill the process. Ignored, the write fails and the request is cancelled.
+  signal(SIGPIPE, SIG_IGN);
   const int threads = std::max(4, options_.worker_threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(64 << 20);

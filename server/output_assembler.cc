@@ -16,7 +16,9 @@ absl::StatusOr<OutputDelta> OutputAssembler::Add(const RequestEvent& event) {
     delta.tokens.push_back(id);
     if (i < event.logprobs.size()) delta.logprobs.push_back(event.logprobs[i]);
     ++tokens_consumed_;
-    if (decoder_) {
+    // Models often have more embedding rows than the tokenizer has tokens (padding to a
+    // multiple of 64, say); such ids name no text and decode to nothing, as in vLLM.
+    if (decoder_ && tokenizer_->IdToToken(id).has_value()) {
       ASSIGN_OR_RETURN(const std::string piece, decoder_->Add(id));
       delta.text += matcher_.Add(piece);
     }

@@ -1,6 +1,7 @@
 // Turns a request's generated token ids into the text a client sees: incremental detokenization
 // (never a broken UTF-8 character), then stop strings (text truncated before the match). Runs
-// on the transport's thread, never on the engine's.
+// on the transport's thread, never on the engine's. Ids the tokenizer does not know (a model's
+// padded vocabulary) produce no text.
 #pragma once
 
 #include <cstdint>

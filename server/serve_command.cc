@@ -170,8 +170,8 @@ absl::Status Serve(int argc, char** argv) {
   ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, config.vocab_size));
 
   HttpServerOptions http_options;
-  const std::filesystem::path model_dir =
-      std::filesystem::weakly_canonical(args.StringOr("model", ""));
+  std::filesystem::path model_dir = std::filesystem::weakly_canonical(args.StringOr("model", ""));
+  if (model_dir.filename().empty()) model_dir = model_dir.parent_path();  // "dir/"
   http_options.model_id = args.StringOr("served-model-name", model_dir.filename().string());
   http_options.limits.vocab_size = static_cast<int32_t>(config.vocab_size);
   http_options.limits.max_new_tokens = static_cast<int32_t>(engine_options.max_new_tokens);

@@ -42,6 +42,7 @@ std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& extra
       "--model", kModel.string(), "--tokenizer", (TempDir() / "tokenizer").string(), "--threads",
       "1",       "--log-level",   "info"};
   args.insert(args.end(), extra.begin(), extra.end());
+  signal(SIGPIPE, SIG_IGN);  // a write to a server that went away must fail, not kill the test
   std::string error;
   auto server = ServerProcess::Start(RIDGESERVE_BINARY, args, TempDir() / (name + ".log"), &error);
   EXPECT_NE(server, nullptr) << error;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "server/output_assembler.h"
+#include "tests/server/tiny_tokenizer.h"
+
 namespace ridge {
 namespace {
 
@@ -85,6 +88,41 @@ TEST(StopStringMatcherTest, StopAtTheVeryStart) {
   StopStringMatcher m({"x"});
   EXPECT_EQ(Feed(m, {"xyz"}), "");
   EXPECT_TRUE(m.stopped());
+}
+
+}  // namespace
+}  // namespace ridge
+
+namespace ridge {
+namespace {
+
+RequestEvent Tokens(const std::string& bytes, std::vector<int32_t> extra = {}) {
+  RequestEvent e;
+  for (unsigned char c : bytes) e.tokens.push_back(testing::TinyTokenId(c));
+  e.tokens.insert(e.tokens.end(), extra.begin(), extra.end());
+  return e;
+}
+
+TEST(OutputAssemblerTest, HoldsBackSplitCharactersAndSkipsIdsWithoutText) {
+  auto tokenizer = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(), "");
+  OutputAssembler a(tokenizer.get(), {});
+  EXPECT_EQ(a.Add(Tokens("caf\xC3"))->text, "caf");           // half of "é"
+  EXPECT_EQ(a.Add(Tokens("\xA9", {400}))->text, "\xC3\xA9");  // 400: beyond the tokenizer
+  EXPECT_EQ(a.tokens_consumed(), 6);
+  EXPECT_EQ(a.Finish()->text, "");
+}
+
+TEST(OutputAssemblerTest, StopStringAcrossEventsDropsTheRest) {
+  auto tokenizer = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(), "");
+  OutputAssembler a(tokenizer.get(), {"lo w"});
+  auto first = a.Add(Tokens("Hello"));
+  EXPECT_EQ(first->text, "Hel");
+  auto second = a.Add(Tokens(" world"));
+  EXPECT_EQ(second->text, "");
+  EXPECT_EQ(second->tokens.size(), 2u);  // " " and "w" completed the match; the rest is dropped
+  EXPECT_TRUE(a.stopped());
+  EXPECT_EQ(a.tokens_consumed(), 7);
+  EXPECT_EQ(a.Finish()->text, "");
 }
 
 }  // namespace
