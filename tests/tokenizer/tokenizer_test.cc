@@ -132,6 +132,7 @@ TEST(TokenizerTest, RejectsMalformedFiles) {
   ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "zzq\xC3\xA9 qq"; },
                   "not in the vocabulary");
   ExpectLoadError([](auto& j) { j["model"]["dropout"] = 0.1; }, "dropout");
+  ExpectLoadError([](auto& j) { j["model"]["vocab"]["huge"] = 1 << 29; }, "only");
   ExpectLoadError([](auto& j) { j["model"]["unk_token"] = "<nope>"; }, "unk_token");
   ExpectLoadError(
       [](auto& j) {
@@ -298,13 +299,16 @@ TEST(ChatTemplateTest, LoadsFromTokenizerConfig) {
   auto qwen = MustLoad("qwen_style");
   ASSERT_NE(qwen, nullptr);
   ASSERT_EQ(qwen->config().chat_templates.size(), 1u);
-  const NamedChatTemplate& named = qwen->config().chat_templates[0];
-  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(named.name, named.source);
+  absl::StatusOr<ChatTemplate> tmpl = LoadChatTemplate(qwen->config());
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const std::vector<ChatMessage> messages = {{"user", "Hi"}};
   EXPECT_EQ(*tmpl->Apply(messages, true),
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(LoadChatTemplate(qwen->config(), "tool_use").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadChatTemplate(MustLoad("gpt2")->config()).status().code(),
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(ChatTemplate::FromSource("tool_use", "{{ messages }}").status().message().substr(0, 26),
             "chat template 'tool_use' (");
 }
