@@ -315,3 +315,26 @@ TEST(ChatTemplateTest, LoadsFromTokenizerConfig) {
 
 }  // namespace
 }  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// Expected ids from `tokenizers` with the same edits to Mistral's file.
+TEST(TokenizerTest, UnknownCharactersWithoutByteFallback) {
+  nlohmann::json j = nlohmann::json::parse(ReadText(kDataDir / "mistral_v1" / "tokenizer.json"));
+  j["model"]["byte_fallback"] = false;
+  auto fused = Tokenizer::FromJson(j.dump(), "");
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_EQ(*(*fused)->Encode("a𠀀𠀁b 𠀀 x", true),
+            (std::vector<int32_t>{1, 264, 0, 28726, 28705, 0, 1318}));
+  EXPECT_EQ(*(*fused)->Encode("ᚠᛇᚻ", true), (std::vector<int32_t>{1, 28705, 0}));
+  j["model"]["fuse_unk"] = false;
+  auto unfused = Tokenizer::FromJson(j.dump(), "");
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  EXPECT_EQ(*(*unfused)->Encode("a𠀀𠀁b 𠀀 x", true),
+            (std::vector<int32_t>{1, 264, 0, 0, 28726, 28705, 0, 1318}));
+  EXPECT_EQ(*(*unfused)->Encode("ᚠᛇᚻ", true), (std::vector<int32_t>{1, 28705, 0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace ridge
