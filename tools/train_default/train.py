@@ -10,14 +10,16 @@ flash-linear-attention==0.6.0 + fla-core==0.6.0 (see requirements.txt and README
 DATA holds train.npy / val.npy (uint16 ids, from encode_data.py). OUT receives:
     model/config.json, model/generation_config.json, model/model.safetensors  (bf16)
     metrics.json   parameters, steps, tokens, time, validation loss / perplexity
-    score_segments.json   three validation segments of 512 ids with FLA's perplexity of each
-                   (bf16 weights run in fp32 and in bf16) to compare with `ridgeserve score`
+    score_segments.json   three validation segments of 513 ids with FLA's perplexity of each
+                   (saved bf16 weights run in fp32) to compare with `ridgeserve score`
     samples.txt    sampled continuations (temperature 0.7, seed 1)
 
 Schedule: AdamW, linear warm-up then cosine decay to 10%. The number of steps is fixed after
 the first steps from the measured speed so that training ends within --train-seconds; the
 budget is also enforced as a hard stop. Everything is seeded (torch, windows); the step count
 depends on the GPU's speed and is recorded in metrics.json (an H200 for the shipped model).
+On a fresh H200 the first step took ~320 s (Triton compiles and autotunes FLA's kernels), and
+the first evaluation ~40 s more; --stop-at bounds training by the time since process start.
 The checkpoint with the best validation loss (evaluated every --eval-every seconds on a fixed
 validation subset) is the one saved.
 """
@@ -100,7 +102,10 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--train-seconds", type=float, default=330)
+    ap.add_argument("--train-seconds", type=float, default=330,
+                    help="training wall-clock budget, counted from the first step (Triton compile included)")
+    ap.add_argument("--stop-at", type=float, default=0,
+                    help="if > 0: also stop training this many seconds after the process started")
     ap.add_argument("--eval-every", type=float, default=60)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=7)
@@ -113,6 +118,8 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--post-deadline", type=float, default=540,
+                    help="seconds after process start after which no more samples are drawn")
     ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: from the time budget)")
     a = ap.parse_args()
 
@@ -193,6 +200,8 @@ def main():
         if step == 0:
             t_train0 = time.time()
             train_deadline = t_train0 + a.train_seconds
+            if a.stop_at > 0:
+                train_deadline = min(train_deadline, T_START + a.stop_at)
             last_eval = t_train0
         starts = torch.randint(0, max_start, (a.batch,), device="cuda", generator=gen)
         x, y = batch_windows(train, starts, a.seq)
@@ -243,12 +252,6 @@ def main():
     full_master, nval = evaluate(model, val, a.seq, 10 ** 9, 16, amp)
     log(f"full validation (fp32 master weights, amp={amp}): loss {full_master:.4f} ppl {math.exp(full_master):.3f} "
         f"on {nval} tokens")
-    mb = MesaNetForCausalLM.from_pretrained(os.path.join(a.out, "model"), dtype=torch.bfloat16).cuda().eval()
-    m32 = MesaNetForCausalLM.from_pretrained(os.path.join(a.out, "model"), dtype=torch.float32).cuda().eval()
-    full_bf16, _ = evaluate(mb, val, a.seq, 10 ** 9, 16, False)
-    full_f32, _ = evaluate(m32, val, a.seq, 10 ** 9, 16, False)
-    log(f"full validation, saved bf16 weights: bf16 compute ppl {math.exp(full_bf16):.3f}, "
-        f"fp32 compute ppl {math.exp(full_f32):.3f}")
     metrics = {
         "parameters": n_params, "config": {k: getattr(cfg, k) for k in
                                            ("hidden_size", "num_heads", "head_dim", "num_hidden_layers",
@@ -258,20 +261,26 @@ def main():
         "tokens_per_step": tokens_per_step, "train_seconds": train_time, "amp_bf16": amp,
         "train_tokens_in_set": int(train.numel()), "epochs": step * tokens_per_step / train.numel(),
         "val_tokens": nval, "val_loss_master": full_master, "val_ppl_master": math.exp(full_master),
-        "val_ppl_bf16_weights_bf16": math.exp(full_bf16), "val_ppl_bf16_weights_fp32": math.exp(full_f32),
         "history": history, "args": vars(a),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "fla": getattr(fla, "__version__", "0.6.0"), "triton": __import__("triton").__version__},
         "gpu": torch.cuda.get_device_name(0), "wall_s_total": time.time() - T_START,
     }
     json.dump(metrics, open(os.path.join(a.out, "metrics.json"), "w"), indent=1)
+    # Each new dtype costs Triton compile time (~35 s each); skipped when the time is short.
+    m32 = MesaNetForCausalLM.from_pretrained(os.path.join(a.out, "model"), dtype=torch.float32).cuda().eval()
+    if time.time() - T_START < a.post_deadline - 120:
+        full_f32, _ = evaluate(m32, val, a.seq, 10 ** 9, 16, False)
+        metrics["val_ppl_bf16_weights_fp32"] = math.exp(full_f32)
+        log(f"full validation, saved bf16 weights run in fp32: ppl {math.exp(full_f32):.3f}")
+        json.dump(metrics, open(os.path.join(a.out, "metrics.json"), "w"), indent=1)
 
     vnp = val.cpu().numpy()
     segs = []
     for off in (1, 40001, 80001):
         ids = [int(i) for i in vnp[off:off + 512]]
-        segs.append({"offset": off, "ids": ids, "ppl_fp32": segment_ppl(m32, ids), "ppl_bf16": segment_ppl(mb, ids)})
-        log(f"segment {off}: ppl fp32 {segs[-1]['ppl_fp32']:.4f} bf16 {segs[-1]['ppl_bf16']:.4f}")
+        segs.append({"offset": off, "ids": ids, "ppl_fp32": segment_ppl(m32, ids)})
+        log(f"segment {off}: ppl (bf16 weights, fp32 compute) {segs[-1]['ppl_fp32']:.4f}")
     json.dump(segs, open(os.path.join(a.out, "score_segments.json"), "w"))
 
     prompts = ["It is a truth universally acknowledged, that",
@@ -284,7 +293,7 @@ def main():
     g = torch.Generator(device="cuda").manual_seed(1)
     with open(os.path.join(a.out, "samples.txt"), "w") as f:
         for p in prompts:
-            if time.time() - T_START > 540:
+            if time.time() - T_START > a.post_deadline:
                 break
             ids = tok.encode(p, add_special_tokens=False).ids
             new = sample(m32, ids, 60, 0.7, g)
