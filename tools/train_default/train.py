@@ -223,6 +223,8 @@ def main():
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
+        if step == 1:
+            last_eval = time.time()   # the first step includes Triton's compile and autotune
         if step in (1, 5, 10, 20) or step % 100 == 0:
             log(f"step {step} loss {loss.item():.4f} gnorm {gn.item():.3f} lr {lr_at(step - 1):.2e} "
                 f"amp {amp} {step * tokens_per_step / (time.time() - t_train0):.0f} tok/s")
@@ -278,7 +280,7 @@ def main():
     vnp = val.cpu().numpy()
     segs = []
     for off in (1, 40001, 80001):
-        ids = [int(i) for i in vnp[off:off + 512]]
+        ids = [int(i) for i in vnp[off:off + 513]]
         segs.append({"offset": off, "ids": ids, "ppl_fp32": segment_ppl(m32, ids)})
         log(f"segment {off}: ppl (bf16 weights, fp32 compute) {segs[-1]['ppl_fp32']:.4f}")
     json.dump(segs, open(os.path.join(a.out, "score_segments.json"), "w"))
