@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs ridgeserve. With no arguments it serves the bundled
-# MesaNet test checkpoint over HTTP on 127.0.0.1:8000 (Ctrl-C drains and exits); otherwise the
-# arguments are passed to the ridgeserve binary.
+# default model (assets/default-model, a small MesaNet trained in this repository, with its
+# tokenizer) over HTTP on 127.0.0.1:8000 until Ctrl-C (which drains and exits 0); otherwise the
+# arguments are passed to the ridgeserve binary, e.g. `./scripts/run.sh generate --model
+# assets/default-model --prompt-ids 1490,336,261,1580 --max-tokens 40`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh > build.log 2>&1 || { tail -n 50 build.log; exit 1; }
 if [ "$#" -eq 0 ]; then
-  set -- serve --model tests/data/mesanet/d64_untied --tokenizer tests/data/tiny_byte_tokenizer \
-    --http-port 8000
+  set -- serve --model assets/default-model --http-port 8000
 fi
 exec ./build/server/ridgeserve "$@"
