@@ -41,7 +41,13 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
   const int threads = std::max(4, options_.worker_threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(64 << 20);
-  server_->set_keep_alive_timeout(5);
+  // An idle keep-alive connection holds a worker until this timeout, and cpp-httplib's stop()
+  // waits for every worker: short, so that shutdown after a drain is not held up.
+  server_->set_keep_alive_timeout(2);
+  // While draining, every response closes its connection, so clients let go of workers.
+  server_->set_post_routing_handler([this](const httplib::Request&, httplib::Response& response) {
+    if (draining_) response.set_header("Connection", "close");
+  });
   server_->set_exception_handler(
       [](const httplib::Request& request, httplib::Response& response, std::exception_ptr e) {
         std::string what = "unknown exception";

@@ -221,7 +221,10 @@ absl::Status Serve(int argc, char** argv) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(drain_seconds));
+  const auto drain_start = std::chrono::steady_clock::now();
   const bool idle = engine->WaitIdle(deadline) && http.WaitForActiveRequests(deadline);
+  Log(LogLevel::kInfo, "drain: ", idle ? "all requests finished" : "grace period over", " after ",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_start).count(), " s");
   if (!idle) {
     const EngineSnapshot s = engine->Snapshot();
     Log(LogLevel::kWarning, "drain period over with ", s.running, " running and ", s.waiting,

@@ -355,7 +355,7 @@ TEST(HttpDrainTest, SigtermFinishesRunningStreamsThenExitsZero) {
     auto client = Client(*server);
     reply = PostStream(*client, "/v1/completions",
                        {{"prompt", "Hi"},
-                        {"max_tokens", 600},
+                        {"max_tokens", 200},
                         {"ignore_eos", true},
                         {"return_token_ids", true},
                         {"stream", true}},
