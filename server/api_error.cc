@@ -101,13 +101,13 @@ int HttpStatusFor(const absl::Status& status) {
   }
 }
 
-nlohmann::json ErrorBody(const absl::Status& status) {
+nlohmann::ordered_json ErrorBody(const absl::Status& status) {
   const std::string param = ParamOf(status);
   const std::string code = ErrorCode(status);
-  nlohmann::json error = {{"message", std::string(status.message())},
-                          {"type", ErrorType(status)},
-                          {"param", nullptr},
-                          {"code", nullptr}};
+  nlohmann::ordered_json error = {{"message", std::string(status.message())},
+                                  {"type", ErrorType(status)},
+                                  {"param", nullptr},
+                                  {"code", nullptr}};
   if (!param.empty()) error["param"] = param;
   if (!code.empty()) error["code"] = code;
   return {{"error", std::move(error)}};

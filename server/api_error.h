@@ -29,7 +29,7 @@ std::string ParamOf(const absl::Status& status);
 // 499 cancelled, 500 otherwise.
 int HttpStatusFor(const absl::Status& status);
 
-// {"error": {"message", "type", "param", "code"}} as OpenAI sends it.
-nlohmann::json ErrorBody(const absl::Status& status);
+// {"error": {"message", "type", "param", "code"}} as OpenAI sends it (keys in that order).
+nlohmann::ordered_json ErrorBody(const absl::Status& status);
 
 }  // namespace ridge

@@ -11,7 +11,7 @@
 namespace ridge {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 void SendJson(httplib::Response& response, int status, const json& body) {
   response.status = status;

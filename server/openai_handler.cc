@@ -18,7 +18,7 @@
 namespace ridge {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
@@ -236,7 +236,7 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     return absl::InvalidArgumentError(
         "the request body is not valid JSON (or not UTF-8); send a JSON object");

@@ -7,7 +7,7 @@
 namespace ridge {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 json SolverJson(const SolverStats& s) {
   return {{"solves", s.solves},

@@ -17,8 +17,8 @@ namespace ridge {
 const char* OpenAiFinishReason(FinishReason reason);
 
 // {prompt_tokens, completion_tokens, total_tokens, solver: {prefill: {...}, decode: {...}}}.
-nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
-                         const RequestUsage& usage);
+nlohmann::ordered_json UsageJson(int64_t prompt_tokens, int64_t completion_tokens,
+                                 const RequestUsage& usage);
 
 // A token's text for logprobs ("token_id:N" without a tokenizer or for an unknown id).
 std::string TokenText(const Tokenizer* tokenizer, int32_t id);
@@ -38,21 +38,21 @@ class ResponseBuilder {
   explicit ResponseBuilder(Options options) : options_(std::move(options)) {}
 
   // A stream chunk with the delta's text (chat: the first also carries the role).
-  nlohmann::json Chunk(const OutputDelta& delta);
+  nlohmann::ordered_json Chunk(const OutputDelta& delta);
   // The last choice chunk: empty text, the finish reason.
-  nlohmann::json FinalChunk(const std::string& finish_reason);
+  nlohmann::ordered_json FinalChunk(const std::string& finish_reason);
   // The chunk after the last one when usage was asked for: no choices.
-  nlohmann::json UsageChunk(nlohmann::json usage) const;
+  nlohmann::ordered_json UsageChunk(nlohmann::ordered_json usage) const;
   // A whole non-streaming response.
-  nlohmann::json Full(const OutputDelta& all, const std::string& finish_reason,
-                      nlohmann::json usage);
+  nlohmann::ordered_json Full(const OutputDelta& all, const std::string& finish_reason,
+                              nlohmann::ordered_json usage);
 
   // Unique ids for responses: prefix + 24 random hex digits.
   static std::string NewId(ApiKind kind);
 
  private:
-  nlohmann::json Envelope(bool chunk) const;
-  nlohmann::json Logprobs(const std::vector<LogprobEntry>& logprobs);
+  nlohmann::ordered_json Envelope(bool chunk) const;
+  nlohmann::ordered_json Logprobs(const std::vector<LogprobEntry>& logprobs);
 
   Options options_;
   bool role_sent_ = false;

@@ -2,10 +2,11 @@
 
 namespace ridge {
 
-std::string SseEvent(const nlohmann::json& payload) {
+std::string SseEvent(const nlohmann::ordered_json& payload) {
   // error_handler::replace: generated text is valid UTF-8, but never let a stray byte abort a
   // stream.
-  return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  return "data: " + payload.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+         "\n\n";
 }
 
 std::vector<std::string> SseParser::Feed(std::string_view bytes) {

@@ -13,7 +13,7 @@ namespace ridge {
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 // One event carrying `payload` as compact JSON (which never contains a newline).
-std::string SseEvent(const nlohmann::json& payload);
+std::string SseEvent(const nlohmann::ordered_json& payload);
 
 // Splits a byte stream into events and returns each event's data (lines joined by "\n", as the
 // SSE specification says). Comment lines (":...") and other fields are skipped.

@@ -9,7 +9,7 @@
 namespace ridge {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 TEST(SseTest, EventIsOneDataLineAndABlankLine) {
   EXPECT_EQ(SseEvent(json{{"a", "x\ny"}}), "data: {\"a\":\"x\\ny\"}\n\n");
