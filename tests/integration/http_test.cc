@@ -314,6 +314,31 @@ TEST_F(HttpIntegrationTest, MetricsHaveTheDocumentedNamesAndPassPromtool) {
   }
 }
 
+TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"--model " + kModel.string() + " --slots 0", "slots"},
+      {"--model " + kModel.string() + " --tokenizer /nonexistent", "no tokenizer.json"},
+      {"--model " + kModel.string() + " --solver-max-iterations 50 --max-solver-iterations 40",
+       "--max-solver-iterations"},
+      {"--model " + kModel.string() + " --http-prot 1", "http-prot"},
+  };
+  for (const Case& c : cases) {
+    const std::string command = std::string(RIDGESERVE_BINARY) + " serve " + c.args + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string output;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
+    const int status = pclose(pipe);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << c.args << "\n" << output;
+    EXPECT_NE(output.find(c.message), std::string::npos) << c.args << "\n" << output;
+  }
+}
+
 TEST(HttpQueueTest, FullQueueIsAnImmediate429) {
   auto server = StartServer({"--slots", "1", "--max-waiting", "1"}, "queue");
   ASSERT_NE(server, nullptr);

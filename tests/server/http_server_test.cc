@@ -316,3 +316,44 @@ TEST_F(HttpServerTest, DrainingRefusesNewRequestsAndReadyTurns503) {
 
 }  // namespace
 }  // namespace ridge
+
+namespace ridge {
+namespace {
+
+TEST(HttpServerWithoutTokenizerTest, AcceptsTokenIdsOnlyAndReturnsThem) {
+  FakeBackend backend;
+  HttpServerOptions options;
+  options.model_id = "ids-only";
+  options.limits.vocab_size = 512;
+  HttpServer server(&backend, nullptr, nullptr, nullptr, options);
+  const int port = *server.Bind("127.0.0.1", 0);
+  std::thread thread([&] { server.Run(); });
+  server.SetReady(true);
+  httplib::Client client("127.0.0.1", port);
+
+  auto r = PostJson(client, "/v1/completions", {{"prompt", "text"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "prompt");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("--tokenizer"), std::string::npos);
+  r = PostJson(client, "/v1/chat/completions",
+               {{"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "messages");
+
+  r = PostJson(client, "/v1/completions", {{"prompt", {5, 6}}, {"max_tokens", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["choices"][0]["text"], "");
+  EXPECT_EQ(
+      r.body["choices"][0]["token_ids"],
+      (json{testing::TinyTokenId('H'), testing::TinyTokenId('e'), testing::TinyTokenId('l')}));
+  const auto s =
+      PostStream(client, "/v1/completions", {{"prompt", {5}}, {"max_tokens", 2}, {"stream", true}});
+  ASSERT_EQ(s.chunks.size(), 3u) << s.raw;  // one chunk per token, then the finish chunk
+  EXPECT_EQ(s.chunks[0]["choices"][0]["token_ids"], (json{testing::TinyTokenId('H')}));
+  EXPECT_EQ(client.Get("/metrics")->status, 404);  // no metrics object given
+  server.Stop();
+  thread.join();
+}
+
+}  // namespace
+}  // namespace ridge
