@@ -8,7 +8,7 @@ packages=(
   libabsl-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   prometheus-cpp-dev libcpp-httplib-dev
-  libopenblas-openmp-dev libpcre2-dev
+  libopenblas-openmp-dev libpcre2-dev libicu-dev liblzma-dev
   libgtest-dev libgmock-dev
 )
 

@@ -1,0 +1,313 @@
+// Unit tests of the tokenizer module: UTF-8 handling, load-time errors, streaming decode,
+// chat templates, metadata and thread safety. Identity with `tokenizers` on the full corpus is
+// golden_test.cc.
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/incremental_decoder.h"
+#include "tokenizer/utf8.h"
+
+namespace ridge {
+namespace {
+
+const std::filesystem::path kDataDir = std::filesystem::path(RIDGE_TEST_DATA_DIR) / "tokenizer";
+
+std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::unique_ptr<Tokenizer> MustLoad(const std::string& name) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Load(kDataDir / name);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+TEST(Utf8Test, ReplacesMaximalSubpartsLikePython) {
+  // Expected values from Python: bytes.decode("utf-8", errors="replace").
+  EXPECT_EQ(ReplaceInvalidUtf8("a\xFF"
+                               "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(ReplaceInvalidUtf8("\xE2\x82"), "\xEF\xBF\xBD");  // truncated: one U+FFFD
+  EXPECT_EQ(
+      ReplaceInvalidUtf8("\xED\xA0\x80"),
+      std::string(3 * 3, 0).replace(0, 9, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"));  // surrogate
+  EXPECT_EQ(ReplaceInvalidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");             // overlong
+  EXPECT_EQ(ReplaceInvalidUtf8("\xF0\x9F\x98"
+                               "x"),
+            "\xEF\xBF\xBD"
+            "x");
+  EXPECT_EQ(ReplaceInvalidUtf8("ok \xC3\xA9"), "ok \xC3\xA9");
+  EXPECT_TRUE(IsValidUtf8("\xF0\x9F\xA4\x96"));
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));
+}
+
+TEST(Utf8Test, FindsIncompleteTail) {
+  EXPECT_EQ(IncompleteUtf8TailLength("abc"), 0u);
+  EXPECT_EQ(IncompleteUtf8TailLength("ab\xE4"), 1u);
+  EXPECT_EQ(IncompleteUtf8TailLength("ab\xE4\xBD"), 2u);
+  EXPECT_EQ(IncompleteUtf8TailLength("ab\xE4\xBD\xA0"), 0u);
+  EXPECT_EQ(IncompleteUtf8TailLength("\xF0\x9F\xA4"), 3u);
+  EXPECT_EQ(IncompleteUtf8TailLength("a\xFF"), 0u);  // invalid, not unfinished
+}
+
+TEST(TokenizerTest, Metadata) {
+  auto gpt2 = MustLoad("gpt2");
+  ASSERT_NE(gpt2, nullptr);
+  EXPECT_EQ(gpt2->vocab_size(), 50257);
+  EXPECT_EQ(gpt2->eos_id(), 50256);
+  EXPECT_EQ(gpt2->bos_id(), 50256);
+  EXPECT_EQ(gpt2->TokenToId("Hello"), 15496);
+  EXPECT_EQ(gpt2->IdToToken(15496), "Hello");
+  EXPECT_TRUE(gpt2->IsSpecial(50256));
+  EXPECT_EQ(*gpt2->Encode("Hello world", true), (std::vector<int32_t>{15496, 995}));
+
+  auto mistral = MustLoad("mistral_v1");
+  ASSERT_NE(mistral, nullptr);
+  EXPECT_EQ(mistral->vocab_size(), 32000);
+  EXPECT_EQ(mistral->bos_id(), 1);
+  EXPECT_EQ(mistral->eos_id(), 2);
+  // Values from `tokenizers`: bos added, "<s>" in text is the special token.
+  EXPECT_EQ(*mistral->Encode("Hello <s> world</s>x", true),
+            (std::vector<int32_t>{1, 22557, 28705, 1, 28705, 1526, 2, 1318}));
+  EXPECT_EQ(*mistral->Encode("", true), (std::vector<int32_t>{1}));
+  EXPECT_EQ(*mistral->Decode(std::vector<int32_t>{22557, 1, 22557}, false), "Hello<s> Hello");
+
+  auto qwen = MustLoad("qwen_style");
+  ASSERT_NE(qwen, nullptr);
+  EXPECT_EQ(qwen->bos_id(), std::nullopt);
+  EXPECT_EQ(qwen->eos_id(), qwen->TokenToId("<|im_end|>"));
+  // "[MASK]" strips the spaces to its left (lstrip); "<tool_call>" is not special.
+  auto ids = *qwen->Encode("hi <tool_call> x  [MASK] y<|im_end|>", true);
+  EXPECT_EQ(*qwen->Decode(ids, false), "hi <tool_call> x[MASK] y<|im_end|>");
+  EXPECT_EQ(*qwen->Decode(ids, true), "hi <tool_call> x y");
+}
+
+TEST(TokenizerTest, RejectsInvalidUtf8Prompt) {
+  auto gpt2 = MustLoad("gpt2");
+  ASSERT_NE(gpt2, nullptr);
+  absl::StatusOr<std::vector<int32_t>> ids = gpt2->Encode("ok \xC3 bad", false);
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ids.status().message().find("not valid UTF-8"), std::string::npos);
+  EXPECT_EQ(gpt2->Decode(std::vector<int32_t>{5, 999999}, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpt2->Decode(std::vector<int32_t>{-1}, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Loads the qwen_style tokenizer.json after `edit`, expecting an error mentioning `needle`.
+void ExpectLoadError(const std::function<void(nlohmann::json&)>& edit, const std::string& needle) {
+  nlohmann::json j = nlohmann::json::parse(ReadText(kDataDir / "qwen_style" / "tokenizer.json"));
+  edit(j);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(j.dump(), "");
+  ASSERT_FALSE(t.ok()) << "expected an error containing '" << needle << "'";
+  EXPECT_NE(t.status().message().find(needle), std::string::npos) << t.status();
+}
+
+TEST(TokenizerTest, RejectsMalformedFiles) {
+  EXPECT_FALSE(Tokenizer::FromJson("{not json", "").ok());
+  EXPECT_FALSE(Tokenizer::FromJson("[1, 2]", "").ok());
+  EXPECT_FALSE(Tokenizer::FromJson("{}", "").ok());
+  EXPECT_EQ(Tokenizer::Load(kDataDir / "no_such_dir").status().code(), absl::StatusCode::kNotFound);
+  ExpectLoadError([](auto& j) { j["model"]["type"] = "WordPiece"; },
+                  "unsupported model type 'WordPiece'");
+  ExpectLoadError([](auto& j) { j["model"]["type"] = "Unigram"; },
+                  "unsupported model type 'Unigram'");
+  ExpectLoadError([](auto& j) { j["model"]["vocab"] = 3; }, "vocab");
+  ExpectLoadError([](auto& j) { j["model"]["vocab"]["x"] = "seven"; }, "no valid id");
+  ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "nospace"; }, "malformed merge");
+  ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "zzq\xC3\xA9 qq"; },
+                  "not in the vocabulary");
+  ExpectLoadError([](auto& j) { j["model"]["dropout"] = 0.1; }, "dropout");
+  ExpectLoadError([](auto& j) { j["model"]["unk_token"] = "<nope>"; }, "unk_token");
+  ExpectLoadError(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "Lowercase"}};
+      },
+      "unsupported normalizer type 'Lowercase'");
+  ExpectLoadError([](auto& j) { j["normalizer"] = 5; }, "normalizer");
+  ExpectLoadError(
+      [](auto& j) {
+        j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "(unclosed"}};
+      },
+      "invalid regex");
+  ExpectLoadError([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; },
+                  "Sideways");
+  ExpectLoadError(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+      },
+      "unsupported pre_tokenizer");
+  ExpectLoadError([](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "unsupported decoder");
+  ExpectLoadError(
+      [](auto& j) {
+        j["post_processor"] = {{"type", "Mystery"}};
+      },
+      "unsupported post_processor");
+  ExpectLoadError([](auto& j) { j["added_tokens"][0]["content"] = 7; }, "content");
+  ExpectLoadError([](auto& j) { j["added_tokens"] = "x"; }, "added_tokens");
+}
+
+TEST(TokenizerTest, TruncatedFilesNeverCrash) {
+  const std::string text = ReadText(kDataDir / "qwen_style" / "tokenizer.json");
+  for (size_t cut = 0; cut < text.size(); cut += text.size() / 97 + 1) {
+    EXPECT_FALSE(Tokenizer::FromJson(text.substr(0, cut), "").ok()) << cut;
+  }
+}
+
+TEST(TokenizerTest, RejectsBadConfig) {
+  const std::string tok = ReadText(kDataDir / "gpt2" / "tokenizer.json");
+  EXPECT_FALSE(Tokenizer::FromJson(tok, "{").ok());
+  EXPECT_FALSE(Tokenizer::FromJson(tok, R"({"bos_token": "<nope>"})").ok());
+  EXPECT_FALSE(Tokenizer::FromJson(tok, R"({"add_bos_token": "yes"})").ok());
+  EXPECT_FALSE(Tokenizer::FromJson(tok, R"({"chat_template": 3})").ok());
+  EXPECT_TRUE(Tokenizer::FromJson(tok, R"({"bos_token": {"content": "<|endoftext|>"}})").ok());
+}
+
+TEST(TokenizerTest, EncodeIsThreadSafe) {
+  auto qwen = MustLoad("qwen_style");
+  ASSERT_NE(qwen, nullptr);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i) {
+    texts.push_back("Document " + std::to_string(i) + ": naïve café 世界 " +
+                    std::string(i % 7, ' ') + std::to_string(i * 7919));
+  }
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(*qwen->Encode(t, true));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t j = (i * (k + 1) + round) % texts.size();
+          if (*qwen->Encode(texts[j], true) != expected[j]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+// Streams `ids` through an IncrementalDecoder and checks the pieces against Decode.
+void ExpectStreamMatchesDecode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                               bool skip_special) {
+  IncrementalDecoder decoder(tokenizer, skip_special);
+  std::string streamed;
+  for (int32_t id : ids) {
+    absl::StatusOr<std::string> piece = decoder.Add(id);
+    ASSERT_TRUE(piece.ok()) << piece.status();
+    EXPECT_TRUE(IsValidUtf8(*piece));
+    EXPECT_EQ(IncompleteUtf8TailLength(*piece), 0u);
+    streamed += *piece;
+  }
+  absl::StatusOr<std::string> rest = decoder.Finish();
+  ASSERT_TRUE(rest.ok());
+  streamed += *rest;
+  EXPECT_EQ(streamed, *tokenizer.Decode(ids, skip_special));
+}
+
+TEST(IncrementalDecoderTest, MatchesFullDecode) {
+  const std::vector<std::string> texts = {
+      "Hello world, this is streaming.",
+      "Multi-byte: 你好，世界！ 🤖👨‍👩‍👧‍👦 ﬁ é ✓ 𝒜𝒷𝒸 𠀀",
+      "  leading spaces and <s> specials </s> <|im_start|>user\nhi<|im_end|> [MASK] end ",
+      "ᚠᛇᚻ ᛒᛦᚦ ⴰⵣⵓⵍ ꦲꦏ꧀ꦱꦫ  ",  // rare scripts: byte-level pieces and byte fallback
+      "\t\n\r\n  \x01\x7f tail",
+  };
+  for (const std::string name : {"gpt2", "mistral_v1", "mistral_v1_metaspace", "qwen_style"}) {
+    SCOPED_TRACE(name);
+    auto tokenizer = MustLoad(name);
+    ASSERT_NE(tokenizer, nullptr);
+    for (const std::string& text : texts) {
+      const std::vector<int32_t> ids = *tokenizer->Encode(text, true);
+      ExpectStreamMatchesDecode(*tokenizer, ids, false);
+      ExpectStreamMatchesDecode(*tokenizer, ids, true);
+    }
+  }
+}
+
+TEST(IncrementalDecoderTest, HoldsBackSplitCharacters) {
+  auto mistral = MustLoad("mistral_v1");
+  ASSERT_NE(mistral, nullptr);
+  // "𠀀" is not in Mistral's vocabulary: four byte-fallback tokens.
+  const std::vector<int32_t> ids = *mistral->Encode("a𠀀", false);
+  ASSERT_GE(ids.size(), 5u);
+  IncrementalDecoder decoder(*mistral, false);
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) pieces.push_back(*decoder.Add(id));
+  EXPECT_EQ(pieces[ids.size() - 4], "");
+  EXPECT_EQ(pieces[ids.size() - 2], "");
+  EXPECT_EQ(pieces.back(), "\xF0\xA0\x80\x80");
+  EXPECT_EQ(*decoder.Finish(), "");
+
+  // Unfinished bytes at the end come out as U+FFFD on Finish, like Decode.
+  IncrementalDecoder partial(*mistral, false);
+  EXPECT_EQ(*partial.Add(*mistral->TokenToId("<0xF0>")), "");
+  EXPECT_EQ(*partial.Add(*mistral->TokenToId("<0xA0>")), "");
+  EXPECT_EQ(*partial.Finish(), *mistral->Decode(std::vector<int32_t>{*mistral->TokenToId("<0xF0>"),
+                                                                     *mistral->TokenToId("<0xA0>")},
+                                                false));
+  EXPECT_FALSE(partial.Add(123456).ok());
+}
+
+TEST(ChatTemplateTest, MatchesJinjaRendering) {
+  const nlohmann::json golden = nlohmann::json::parse(ReadText(kDataDir / "chat_golden.json"));
+  int rendered = 0;
+  for (const auto& t : golden["templates"]) {
+    const std::string name = t["name"];
+    SCOPED_TRACE(name);
+    absl::StatusOr<ChatTemplate> tmpl =
+        ChatTemplate::FromSource(name, t["source"].get<std::string>());
+    if (t["format"].is_null()) {
+      ASSERT_FALSE(tmpl.ok()) << "template " << name << " must be refused";
+      EXPECT_EQ(tmpl.status().code(), absl::StatusCode::kUnimplemented);
+      EXPECT_NE(tmpl.status().message().find("'" + name + "'"), std::string::npos);
+      continue;
+    }
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    EXPECT_EQ(tmpl->format(), t["format"].get<std::string>());
+    for (const auto& c : t["cases"]) {
+      std::vector<ChatMessage> messages;
+      for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+      absl::StatusOr<std::string> prompt =
+          ApplyChatTemplate(*tmpl, messages, c["add_generation_prompt"].get<bool>());
+      ASSERT_TRUE(prompt.ok()) << prompt.status();
+      EXPECT_EQ(*prompt, c["expected"].get<std::string>());
+      ++rendered;
+    }
+  }
+  EXPECT_GE(rendered, 30);
+}
+
+TEST(ChatTemplateTest, LoadsFromTokenizerConfig) {
+  auto qwen = MustLoad("qwen_style");
+  ASSERT_NE(qwen, nullptr);
+  ASSERT_EQ(qwen->config().chat_templates.size(), 1u);
+  const NamedChatTemplate& named = qwen->config().chat_templates[0];
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(named.name, named.source);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}};
+  EXPECT_EQ(*tmpl->Apply(messages, true),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ChatTemplate::FromSource("tool_use", "{{ messages }}").status().message().substr(0, 26),
+            "chat template 'tool_use' (");
+}
+
+}  // namespace
+}  // namespace ridge
