@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine_observer.h"
 #include "engine/request.h"
+#include "engine/sampler.h"
 #include "models/mesanet_model.h"
 
 namespace ridge {
@@ -60,8 +61,15 @@ class Engine {
  private:
   struct Sequence;
   Engine(const MesaNetModel* model, const EngineOptions& options, EngineObserver* observer);
+  absl::Status Validate(const EngineRequest& request) const;
   void Loop();
-  void RunStep(std::unique_lock<std::mutex>& lock);
+  // One scheduling step on the engine thread, without the lock held.
+  void RunStep(std::vector<std::unique_ptr<Sequence>> arrived, std::vector<RequestId> cancels);
+  void CancelOrExpire(std::vector<RequestId> cancels);
+  // Samples the next token from `logits` and sends it; false when the sequence is finished.
+  bool Advance(Sequence& seq, std::span<const float> logits, SteadyTime now);
+  void Finish(Sequence& seq, FinishReason reason, absl::Status status);
+  void PublishSnapshot();
 
   const MesaNetModel* model_;
   EngineOptions options_;
@@ -73,8 +81,9 @@ class Engine {
   bool stopping_ = false;
   bool draining_ = false;
   RequestId next_id_ = 1;
-  std::deque<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
+  std::vector<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
   std::vector<RequestId> cancels_;
+  int64_t queued_ = 0;  // submitted and not yet holding a slot (incoming_ + waiting_)
   EngineSnapshot snapshot_;
 
   // Owned by the scheduler thread.

@@ -30,7 +30,7 @@ struct EngineRequest {
 enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
 const char* FinishReasonName(FinishReason reason);  // "length", "stop", "eos", "cancelled", "error"
 
-struct TokenLogprob {
+struct LogprobEntry {
   int32_t token = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // most likely first
@@ -52,7 +52,7 @@ struct RequestUsage {
 struct RequestEvent {
   RequestId id = 0;
   std::vector<int32_t> tokens;  // new tokens (a stop id or EOS that ended it is not included)
-  std::vector<TokenLogprob> logprobs;  // parallel to tokens when asked for
+  std::vector<LogprobEntry> logprobs;  // parallel to tokens when asked for
   bool finished = false;
   FinishReason finish_reason = FinishReason::kLength;
   absl::Status status;

@@ -262,7 +262,7 @@ bool ResponseBuilder::AddTokens(const RequestEvent& event, v1::GenerateResponse*
     const int32_t id = event.tokens[i];
     out->add_token_ids(id);
     if (i < event.logprobs.size()) {
-      const TokenLogprob& lp = event.logprobs[i];
+      const LogprobEntry& lp = event.logprobs[i];
       v1::TokenLogprob* p = out->add_logprobs();
       p->set_token_id(lp.token);
       p->set_logprob(lp.logprob);

@@ -353,7 +353,7 @@ TEST_F(GrpcConversionTest, LogprobsAreParallelToTokens) {
   ResponseBuilder builder(tokenizer_, true, {});
   RequestEvent e;
   e.tokens = {70, 71};
-  e.logprobs = {TokenLogprob{70, -0.5f, {{70, -0.5f}, {80, -1.5f}}}, TokenLogprob{71, -0.25f, {}}};
+  e.logprobs = {LogprobEntry{70, -0.5f, {{70, -0.5f}, {80, -1.5f}}}, LogprobEntry{71, -0.25f, {}}};
   v1::GenerateResponse r;
   builder.AddTokens(e, &r);
   ASSERT_EQ(r.logprobs_size(), 2);

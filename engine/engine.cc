@@ -1,0 +1,402 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "engine/scheduler_policy.h"
+
+namespace ridge {
+namespace {
+
+constexpr int32_t kMaxTopLogprobs = 20;
+
+double Seconds(SteadyTime from, SteadyTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+struct Engine::Sequence {
+  RequestId id = 0;
+  EngineRequest request;
+  std::shared_ptr<RequestSink> sink;
+  Sampler sampler;
+  SolverOptions solver;
+  int64_t slot = -1;
+  int64_t prompt_done = 0;
+  std::vector<int32_t> generated;
+  int32_t next_token = 0;
+  SteadyTime submitted, admitted, last_token;
+  bool has_token = false;
+  RequestUsage usage;
+  RequestEvent pending;  // tokens of this step, sent once the step is over
+};
+
+absl::Status ValidateEngineOptions(const EngineOptions& o) {
+  if (o.max_slots < 1 || o.max_slots > 1 << 20) {
+    return absl::InvalidArgumentError(absl::StrCat("slots ", o.max_slots, " must be 1 to 2^20"));
+  }
+  if (o.max_waiting < 0) return absl::InvalidArgumentError("max waiting must be >= 0");
+  if (o.prefill_token_budget < 1) {
+    return absl::InvalidArgumentError("prefill token budget must be >= 1");
+  }
+  if (o.max_solver_iterations < 1 || o.max_solver_iterations > 1000) {
+    return absl::InvalidArgumentError("max solver iterations must be 1 to 1000");
+  }
+  RETURN_IF_ERROR(ValidateSolverOptions(o.default_solver, o.max_solver_iterations));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const MesaNetModel* model,
+                                                       const EngineOptions& options,
+                                                       EngineObserver* observer) {
+  RETURN_IF_ERROR(ValidateEngineOptions(options));
+  std::unique_ptr<Engine> engine(new Engine(model, options, observer));
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::Engine(const MesaNetModel* model, const EngineOptions& options, EngineObserver* observer)
+    : model_(model), options_(options), observer_(observer) {
+  slots_.reserve(options.max_slots);
+  for (int64_t i = 0; i < options.max_slots; ++i) {
+    slots_.push_back(model->NewState());
+    free_slots_.push_back(options.max_slots - 1 - i);  // hand out slot 0 first
+  }
+  snapshot_.slots_total = options.max_slots;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+absl::Status Engine::Validate(const EngineRequest& request) const {
+  const int64_t vocab = model_->config().vocab_size;
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
+  if (static_cast<int64_t>(request.prompt.size()) > options_.max_prompt_tokens) {
+    return absl::OutOfRangeError(absl::StrCat("prompt: ", request.prompt.size(),
+                                              " tokens is more than the limit of ",
+                                              options_.max_prompt_tokens));
+  }
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt: token id ", id, " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  if (request.sampling.max_tokens > options_.max_new_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens: ", request.sampling.max_tokens,
+                                                   " is more than the limit of ",
+                                                   options_.max_new_tokens));
+  }
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_logprobs: ", request.top_logprobs, " must be 0 to ", kMaxTopLogprobs));
+  }
+  if (request.solver.has_value()) {
+    RETURN_IF_ERROR(ValidateSolverOptions(*request.solver, options_.max_solver_iterations));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<RequestSink> sink) {
+  RIDGE_CHECK(sink != nullptr);
+  absl::Status status = Validate(request);
+  absl::StatusOr<Sampler> sampler = absl::UnknownError("unset");
+  if (status.ok()) {
+    sampler = Sampler::Create(request.sampling, static_cast<int32_t>(model_->config().vocab_size));
+    status = sampler.status();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (status.ok() && (draining_ || stopping_)) {
+    status = absl::UnavailableError("the server is shutting down and accepts no new requests");
+  }
+  if (status.ok() && queued_ >= options_.max_waiting) {
+    status = absl::ResourceExhaustedError(absl::StrCat("the queue is full: ", queued_,
+                                                       " requests are waiting for one of ",
+                                                       options_.max_slots, " slots; retry later"));
+  }
+  if (!status.ok()) {
+    lock.unlock();
+    if (observer_ != nullptr) observer_->OnRejected(status);
+    return status;
+  }
+  auto seq = std::make_unique<Sequence>(Sequence{.sampler = std::move(*sampler)});
+  seq->id = next_id_++;
+  seq->solver = request.solver.value_or(options_.default_solver);
+  seq->request = std::move(request);
+  seq->sink = std::move(sink);
+  seq->submitted = std::chrono::steady_clock::now();
+  seq->usage.prompt_tokens = static_cast<int64_t>(seq->request.prompt.size());
+  const RequestId id = seq->id;
+  incoming_.push_back(std::move(seq));
+  ++queued_;
+  snapshot_.waiting = queued_;
+  lock.unlock();
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+void Engine::StartDrain() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  draining_ = true;
+  snapshot_.draining = true;
+}
+
+bool Engine::WaitIdle(SteadyTime deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_until(
+      lock, deadline, [&] { return snapshot_.running == 0 && queued_ == 0 && incoming_.empty(); });
+}
+
+EngineSnapshot Engine::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return snapshot_;
+}
+
+void Engine::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] {
+      return stopping_ || !incoming_.empty() || !cancels_.empty() || !running_.empty() ||
+             !waiting_.empty();
+    });
+    if (stopping_) break;
+    std::vector<std::unique_ptr<Sequence>> arrived = std::move(incoming_);
+    std::vector<RequestId> cancels = std::move(cancels_);
+    incoming_.clear();
+    cancels_.clear();
+    lock.unlock();
+    RunStep(std::move(arrived), std::move(cancels));
+    lock.lock();
+  }
+  lock.unlock();
+  // Shutting down: whatever is left ends as cancelled.
+  for (auto& seq : incoming_) waiting_.push_back(std::move(seq));
+  incoming_.clear();
+  const absl::Status down = absl::CancelledError("the server is shutting down");
+  for (auto& seq : running_) Finish(*seq, FinishReason::kCancelled, down);
+  for (auto& seq : waiting_) Finish(*seq, FinishReason::kCancelled, down);
+}
+
+void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  if (seq.slot >= 0) {
+    free_slots_.push_back(seq.slot);
+    seq.slot = -1;
+  }
+  seq.usage.completion_tokens = static_cast<int64_t>(seq.generated.size());
+  seq.usage.total_seconds = Seconds(seq.submitted, now);
+  RequestEvent& event = seq.pending;
+  event.id = seq.id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.status = std::move(status);
+  event.usage = seq.usage;
+  if (observer_ != nullptr) observer_->OnRequestFinished(reason, event.status, seq.usage);
+  seq.sink->OnEvent(std::move(event));
+  seq.pending = RequestEvent{};
+}
+
+void Engine::CancelOrExpire(std::vector<RequestId> cancels) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  auto verdict = [&](const Sequence& seq) -> absl::Status {
+    if (std::find(cancels.begin(), cancels.end(), seq.id) != cancels.end()) {
+      return absl::CancelledError("cancelled by the client");
+    }
+    if (seq.request.deadline.has_value() && *seq.request.deadline <= now) {
+      return absl::DeadlineExceededError("the request's deadline passed");
+    }
+    return absl::OkStatus();
+  };
+  auto sweep = [&](auto& container, bool counts_as_queued) {
+    for (auto it = container.begin(); it != container.end();) {
+      absl::Status status = verdict(**it);
+      if (status.ok()) {
+        ++it;
+        continue;
+      }
+      Finish(**it, FinishReason::kCancelled, std::move(status));
+      if (counts_as_queued) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --queued_;
+      }
+      it = container.erase(it);
+    }
+  };
+  sweep(waiting_, true);
+  sweep(running_, false);
+}
+
+bool Engine::Advance(Sequence& seq, std::span<const float> logits, SteadyTime now) {
+  const int32_t token = seq.sampler.Sample(logits, seq.request.prompt, seq.generated);
+  if (!seq.has_token) {
+    seq.usage.time_to_first_token_seconds = Seconds(seq.submitted, now);
+    seq.has_token = true;
+  } else if (observer_ != nullptr) {
+    observer_->OnInterTokenLatency(Seconds(seq.last_token, now));
+  }
+  seq.last_token = now;
+  const SamplingParams& p = seq.request.sampling;
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+      p.stop_token_ids.end()) {
+    Finish(seq, FinishReason::kStop, absl::OkStatus());
+    return false;
+  }
+  if (!p.ignore_eos && token == model_->config().eos_token_id) {
+    Finish(seq, FinishReason::kEos, absl::OkStatus());
+    return false;
+  }
+  seq.generated.push_back(token);
+  seq.next_token = token;
+  seq.pending.tokens.push_back(token);
+  if (seq.request.logprobs || seq.request.top_logprobs > 0) {
+    LogprobEntry lp{token, TokenLogprob(logits, token), {}};
+    if (seq.request.top_logprobs > 0) TopLogprobs(logits, seq.request.top_logprobs, &lp.top);
+    seq.pending.logprobs.push_back(std::move(lp));
+  }
+  if (static_cast<int32_t>(seq.generated.size()) >= p.max_tokens) {
+    Finish(seq, FinishReason::kLength, absl::OkStatus());
+    return false;
+  }
+  seq.pending.id = seq.id;
+  seq.sink->OnEvent(std::move(seq.pending));
+  seq.pending = RequestEvent{};
+  return true;
+}
+
+void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
+                     std::vector<RequestId> cancels) {
+  for (auto& seq : arrived) waiting_.push_back(std::move(seq));
+  CancelOrExpire(std::move(cancels));
+
+  std::vector<RunningSequenceInfo> running_info;
+  for (const auto& seq : running_) {
+    running_info.push_back(
+        {seq->id, static_cast<int64_t>(seq->request.prompt.size()) - seq->prompt_done});
+  }
+  std::vector<WaitingRequestInfo> waiting_info;
+  for (const auto& seq : waiting_) {
+    waiting_info.push_back({seq->id, static_cast<int64_t>(seq->request.prompt.size())});
+  }
+  const StepPlan plan =
+      PlanStep(running_info, waiting_info, static_cast<int64_t>(free_slots_.size()),
+               options_.prefill_token_budget);
+
+  const SteadyTime step_start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < plan.admit.size(); ++i) {
+    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+    waiting_.pop_front();
+    RIDGE_CHECK(seq->id == plan.admit[i] && !free_slots_.empty());
+    seq->slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[seq->slot].Reset();
+    seq->admitted = step_start;
+    seq->usage.queue_seconds = Seconds(seq->submitted, step_start);
+    running_.push_back(std::move(seq));
+  }
+  if (!plan.admit.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_ -= static_cast<int64_t>(plan.admit.size());
+  }
+
+  // One forward call for the prompt chunks and the decode tokens of this step.
+  auto find = [&](RequestId id) -> Sequence& {
+    for (auto& seq : running_) {
+      if (seq->id == id) return *seq;
+    }
+    RIDGE_CHECK(false);
+  };
+  std::vector<Sequence*> members;
+  std::vector<SequenceChunk> chunks;
+  std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
+  StepReport report;
+  for (const auto& [id, n] : plan.prefill) {
+    Sequence& seq = find(id);
+    chunks.push_back({&slots_[seq.slot],
+                      std::span<const int32_t>(seq.request.prompt).subspan(seq.prompt_done, n),
+                      seq.solver, &step_stats[chunks.size()], SolvePhase::kPrefill});
+    members.push_back(&seq);
+    report.prefill_tokens += n;
+  }
+  for (RequestId id : plan.decode) {
+    Sequence& seq = find(id);
+    chunks.push_back({&slots_[seq.slot],
+                      {&seq.next_token, 1},
+                      seq.solver,
+                      &step_stats[chunks.size()],
+                      SolvePhase::kDecode});
+    members.push_back(&seq);
+  }
+  report.prefill_sequences = static_cast<int64_t>(plan.prefill.size());
+  report.decode_sequences = static_cast<int64_t>(plan.decode.size());
+
+  if (!chunks.empty()) {
+    std::vector<float> logits;
+    const absl::Status status = model_->Forward(chunks, LogitsFor::kLastToken, &logits);
+    const SteadyTime now = std::chrono::steady_clock::now();
+    report.seconds = Seconds(step_start, now);
+    const int64_t vocab = model_->config().vocab_size;
+    std::vector<RequestId> finished;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Sequence& seq = *members[i];
+      const bool prefill = chunks[i].phase == SolvePhase::kPrefill;
+      (prefill ? seq.usage.prefill_solver : seq.usage.decode_solver).Merge(step_stats[i]);
+      (prefill ? report.prefill_solver : report.decode_solver).Merge(step_stats[i]);
+      if (!status.ok()) {
+        Log(LogLevel::kError, "request ", seq.id, ": model step failed: ", status.ToString());
+        Finish(seq, FinishReason::kError, absl::InternalError(status.ToString()));
+        finished.push_back(seq.id);
+        continue;
+      }
+      if (prefill) {
+        seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
+        if (seq.prompt_done < static_cast<int64_t>(seq.request.prompt.size())) continue;
+      }
+      if (!Advance(seq, std::span<const float>(logits).subspan(i * vocab, vocab), now)) {
+        finished.push_back(seq.id);
+      }
+    }
+    std::erase_if(running_, [&](const std::unique_ptr<Sequence>& seq) {
+      return std::find(finished.begin(), finished.end(), seq->id) != finished.end();
+    });
+  }
+  PublishSnapshot();
+  if (observer_ != nullptr && !chunks.empty()) {
+    const EngineSnapshot snap = Snapshot();
+    report.running = snap.running;
+    report.waiting = snap.waiting;
+    report.slots_used = snap.slots_used;
+    report.slots_total = snap.slots_total;
+    observer_->OnStep(report);
+  }
+}
+
+void Engine::PublishSnapshot() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    snapshot_.running = static_cast<int64_t>(running_.size());
+    snapshot_.waiting = queued_;
+    snapshot_.slots_used = options_.max_slots - static_cast<int64_t>(free_slots_.size());
+    snapshot_.draining = draining_;
+  }
+  idle_.notify_all();
+}
+
+}  // namespace ridge

@@ -1,0 +1,231 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/offline_generation.h"
+#include "tests/unit/test_checkpoint_writer.h"
+
+namespace ridge {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Collects a request's events; Wait() blocks until the final one.
+class CollectingSink : public RequestSink {
+ public:
+  void OnEvent(RequestEvent event) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tokens_.insert(tokens_.end(), event.tokens.begin(), event.tokens.end());
+    for (auto& lp : event.logprobs) logprobs_.push_back(lp);
+    ++events_;
+    if (event.finished) {
+      EXPECT_FALSE(final_.has_value()) << "two final events";
+      final_ = std::move(event);
+    }
+    changed_.notify_all();
+  }
+  RequestEvent Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    EXPECT_TRUE(changed_.wait_for(lock, 60s, [&] { return final_.has_value(); }));
+    return final_.value_or(RequestEvent{});
+  }
+  void WaitForTokens(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait_for(lock, 60s, [&] { return tokens_.size() >= n || final_.has_value(); });
+  }
+  std::vector<int32_t> tokens() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tokens_;
+  }
+  std::vector<LogprobEntry> logprobs() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return logprobs_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<int32_t> tokens_;
+  std::vector<LogprobEntry> logprobs_;
+  int events_ = 0;
+  std::optional<RequestEvent> final_;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto config = testing::SmallMesaConfig();
+    const auto dir =
+        testing::WriteMesaCheckpoint("engine_test", config, testing::RandomMesaTensors(config, 5));
+    auto model = MesaNetModel::Load(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+  }
+
+  std::unique_ptr<Engine> Start(EngineOptions options) {
+    auto engine = Engine::Create(model_.get(), options, nullptr);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return std::move(*engine);
+  }
+
+  static EngineRequest Request(std::vector<int32_t> prompt, int max_tokens) {
+    EngineRequest r;
+    r.prompt = std::move(prompt);
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.temperature = 0.0f;
+    r.sampling.ignore_eos = true;
+    return r;
+  }
+
+  std::unique_ptr<MesaNetModel> model_;
+};
+
+TEST_F(EngineTest, ConcurrentRequestsMatchOfflineGeneration) {
+  // A small prefill budget splits the longer prompts over several steps while others decode.
+  auto engine = Start({.max_slots = 4, .max_waiting = 16, .prefill_token_budget = 7});
+  std::vector<GenerationRequest> offline;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 3 + 5 * i; ++t) prompt.push_back((t * 11 + i * 3) % 50);
+    EngineRequest r = Request(prompt, 6 + i);
+    if (i % 2 == 1) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.seed = 100 + i;
+    }
+    offline.push_back({r.prompt, r.sampling, SolverOptions{}});
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ASSERT_TRUE(engine->Submit(r, sinks.back()).ok());
+  }
+  auto expected = GenerateOffline(*model_, offline, nullptr);
+  ASSERT_TRUE(expected.ok());
+  for (int i = 0; i < 6; ++i) {
+    const RequestEvent last = sinks[i]->Wait();
+    EXPECT_TRUE(last.status.ok()) << last.status;
+    EXPECT_EQ(last.finish_reason, FinishReason::kLength);
+    EXPECT_EQ(sinks[i]->tokens(), (*expected)[i].tokens) << "request " << i;
+    EXPECT_EQ(last.usage.completion_tokens, 6 + i);
+    EXPECT_EQ(last.usage.prompt_tokens, 3 + 5 * i);
+    EXPECT_GT(last.usage.prefill_solver.solves, 0);
+    EXPECT_GT(last.usage.decode_solver.solves, 0);
+  }
+  EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(engine->Snapshot().slots_used, 0);
+}
+
+TEST_F(EngineTest, CancellationFreesTheSlot) {
+  auto engine = Start({.max_slots = 2});
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = engine->Submit(Request({1, 2, 3}, 60000), sink);
+  ASSERT_TRUE(id.ok());
+  sink->WaitForTokens(3);
+  EXPECT_EQ(engine->Snapshot().slots_used, 1);
+  engine->Cancel(*id);
+  const RequestEvent last = sink->Wait();
+  EXPECT_EQ(last.finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(last.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(engine->Snapshot().slots_used, 0);
+  engine->Cancel(*id);  // unknown now: ignored
+}
+
+TEST_F(EngineTest, DeadlineExpires) {
+  auto engine = Start({.max_slots = 2});
+  auto sink = std::make_shared<CollectingSink>();
+  EngineRequest r = Request({1, 2}, 60000);
+  r.deadline = std::chrono::steady_clock::now() + 100ms;
+  ASSERT_TRUE(engine->Submit(r, sink).ok());
+  const RequestEvent last = sink->Wait();
+  EXPECT_EQ(last.finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(last.status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(EngineTest, FullQueueIsRejectedAtOnce) {
+  auto engine = Start({.max_slots = 1, .max_waiting = 1});
+  auto running = std::make_shared<CollectingSink>();
+  auto first = engine->Submit(Request({1}, 60000), running);
+  ASSERT_TRUE(first.ok());
+  running->WaitForTokens(1);  // admitted: holds the only slot
+  auto queued = std::make_shared<CollectingSink>();
+  auto second = engine->Submit(Request({2}, 2), queued);
+  ASSERT_TRUE(second.ok());
+  auto third = engine->Submit(Request({3}, 2), std::make_shared<CollectingSink>());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("queue is full"), std::string::npos);
+  engine->Cancel(*first);
+  EXPECT_EQ(queued->Wait().finish_reason, FinishReason::kLength);  // ran once the slot freed
+}
+
+TEST_F(EngineTest, DrainRefusesNewWorkAndFinishesRunning) {
+  auto engine = Start({.max_slots = 2});
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(engine->Submit(Request({1, 2}, 20), sink).ok());
+  engine->StartDrain();
+  EXPECT_TRUE(engine->Snapshot().draining);
+  auto refused = engine->Submit(Request({1}, 2), std::make_shared<CollectingSink>());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 30s));
+  EXPECT_EQ(sink->Wait().usage.completion_tokens, 20);
+}
+
+TEST_F(EngineTest, InvalidRequestsAreRejectedWithTheField) {
+  auto engine = Start({.max_slots = 1, .max_prompt_tokens = 8, .max_solver_iterations = 50});
+  struct Case {
+    EngineRequest request;
+    absl::StatusCode code;
+    std::string text;
+  };
+  std::vector<Case> cases;
+  cases.push_back({Request({}, 1), absl::StatusCode::kInvalidArgument, "prompt"});
+  cases.push_back({Request({1, 50}, 1), absl::StatusCode::kInvalidArgument, "token id 50"});
+  cases.push_back({Request(std::vector<int32_t>(9, 1), 1), absl::StatusCode::kOutOfRange, "limit"});
+  EngineRequest bad_sampling = Request({1}, 1);
+  bad_sampling.sampling.top_p = 0.0f;
+  cases.push_back({bad_sampling, absl::StatusCode::kInvalidArgument, "top_p"});
+  EngineRequest bad_logprobs = Request({1}, 1);
+  bad_logprobs.top_logprobs = 21;
+  cases.push_back({bad_logprobs, absl::StatusCode::kInvalidArgument, "top_logprobs"});
+  EngineRequest bad_solver = Request({1}, 1);
+  bad_solver.solver = SolverOptions{0.0f, 51};
+  cases.push_back({bad_solver, absl::StatusCode::kInvalidArgument, "max_iterations"});
+  for (const Case& c : cases) {
+    auto result = engine->Submit(c.request, std::make_shared<CollectingSink>());
+    EXPECT_EQ(result.status().code(), c.code) << c.text;
+    EXPECT_NE(result.status().message().find(c.text), std::string::npos) << result.status();
+  }
+  EXPECT_FALSE(Engine::Create(model_.get(), {.max_slots = 0}, nullptr).ok());
+}
+
+TEST_F(EngineTest, LogprobsAndStopTokens) {
+  auto engine = Start({.max_slots = 2});
+  EngineRequest r = Request({4, 5, 6}, 8);
+  r.top_logprobs = 3;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(engine->Submit(r, sink).ok());
+  sink->Wait();
+  const auto tokens = sink->tokens();
+  const auto logprobs = sink->logprobs();
+  ASSERT_EQ(logprobs.size(), tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    ASSERT_EQ(logprobs[i].top.size(), 3u);
+    EXPECT_EQ(logprobs[i].top[0].first, tokens[i]);  // greedy: the sampled token is the top one
+    EXPECT_GE(logprobs[i].top[0].second, logprobs[i].top[1].second);
+    EXPECT_LE(logprobs[i].logprob, 0.0f);
+  }
+  // Stopping on the third greedy token: only two tokens come back.
+  EngineRequest stop = Request({4, 5, 6}, 8);
+  stop.sampling.stop_token_ids = {tokens[2]};
+  auto stopped = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(engine->Submit(stop, stopped).ok());
+  EXPECT_EQ(stopped->Wait().finish_reason, FinishReason::kStop);
+  const auto got = stopped->tokens();
+  if (tokens[0] != tokens[2] && tokens[1] != tokens[2]) {
+    EXPECT_EQ(got, (std::vector<int32_t>{tokens[0], tokens[1]}));
+  }
+}
+
+}  // namespace
+}  // namespace ridge
