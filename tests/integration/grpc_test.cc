@@ -3,14 +3,18 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -364,6 +368,39 @@ TEST_F(GrpcServerTest, HealthCheck) {
   EXPECT_EQ(HealthStatus(channel, ""), 1);
   // An unknown service is NOT_FOUND.
   EXPECT_EQ(HealthStatus(channel, "no.such.Service"), -static_cast<int>(grpc::NOT_FOUND));
+}
+
+std::pair<int, std::string> RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, output};
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST_F(GrpcServerTest, ExampleClient) {
+  const std::string client =
+      absl::StrCat(RIDGE_GRPC_CLIENT, " --address 127.0.0.1:", stack_->server->port());
+  auto [rc, out] = RunCommand(client + " --prompt-ids 1,2,3 --max-tokens 5 --seed 1 --stream");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("finish: length"), std::string::npos) << out;
+  EXPECT_NE(out.find("usage: 3 prompt + 5 completion tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("decode solver: "), std::string::npos) << out;
+
+  std::tie(rc, out) = RunCommand(client + " --prompt 'Hello' --max-tokens 3 --temperature 0");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("+ 3 completion tokens"), std::string::npos) << out;
+
+  std::tie(rc, out) = RunCommand(client + " --info");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("vocab_size: 512"), std::string::npos) << out;
+
+  std::tie(rc, out) = RunCommand(client + " --prompt-ids 1,2 --top-p 7");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("top_p"), std::string::npos) << out;
 }
 
 // A server of one slot and a queue of one, without a tokenizer.
