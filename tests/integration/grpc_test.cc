@@ -403,6 +403,56 @@ TEST_F(GrpcServerTest, ExampleClient) {
   EXPECT_NE(out.find("top_p"), std::string::npos) << out;
 }
 
+TEST_F(GrpcServerTest, ServerReflectionListsTheService) {
+  // ServerReflectionRequest{list_services: ""} (field 7) over the generic async stub.
+  grpc::GenericStub generic(stack_->channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 20s);
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  auto step = [&](intptr_t expected) {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), expected);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(1));
+  const std::string request("\x3a\x00", 2);
+  grpc::Slice slice(request);
+  grpc::ByteBuffer request_buffer(&slice, 1);
+  call->Write(request_buffer, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(2));
+  call->WritesDone(reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(3));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(step(4));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(bytes.find("ridgeserve.v1.Generation"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+}
+
+TEST_F(GrpcServerTest, StartFailsOnATakenPortOrABadAddress) {
+  for (const std::string& address :
+       {absl::StrCat("127.0.0.1:", stack_->server->port()), std::string("not an address")}) {
+    auto server = GrpcServer::Start(stack_->engine.get(), nullptr,
+                                    GrpcServerOptions{.address = address, .model_name = "x"});
+    ASSERT_FALSE(server.ok()) << address;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(server.status().message().find(address), absl::string_view::npos) << server.status();
+  }
+}
+
 // A server of one slot and a queue of one, without a tokenizer.
 TEST(GrpcServerLimitsTest, QueueFullIsResourceExhausted) {
   EngineOptions options;
