@@ -9,6 +9,7 @@
 #include "kernels/cg_solver.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/mesa_step.h"
 #include "models/checkpoint.h"
 
 namespace ridge {
@@ -209,34 +210,20 @@ void MesaNetModel::Recurrence(int64_t layer, std::span<const SequenceChunk> chun
     const CgStart start = chunk.phase == SolvePhase::kDecode ? CgStart::kJacobi : CgStart::kZero;
     float* hs = chunk.state->hs(layer) + head * d * d;
     float* gs = chunk.state->gs(layer) + head * d * d;
-    const float* lambda = w.lambda.data() + head * d;
-    std::vector<float> x(d), scratch(3 * d);
+    std::vector<float> scratch(4 * d);
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
     for (int64_t t = 0; t < n; ++t) {
       const int64_t r = batch.chunk_offset[ci] + t;
-      const float* q = &batch.q[r * k + head * d];
-      const float* kv = &batch.k[r * k + head * d];
-      const float* v = &batch.proj[r * p + v_column + head * d];
-      const float gamma = Sigmoid(batch.proj[r * p + a_column + head] + w.a_bias[head]);
-      const float beta = Sigmoid(batch.proj[r * p + b_column + head] + w.b_bias[head]);
-      for (int64_t i = 0; i < d; ++i) {
-        const float bk = beta * kv[i];
-        float* hs_row = hs + i * d;
-        float* gs_row = gs + i * d;
-        for (int64_t j = 0; j < d; ++j) {
-          hs_row[j] = gamma * hs_row[j] + bk * kv[j];
-          gs_row[j] = gamma * gs_row[j] + bk * v[j];
-        }
-      }
-      pair_stats[pair].Add(ConjugateGradientSolve(hs, lambda, q, static_cast<int>(d), chunk.solver,
-                                                  start, x.data(), scratch.data()));
-      float* o = &batch.attn_out[r * k + head * d];
-      std::fill(o, o + d, 0.0f);
-      for (int64_t i = 0; i < d; ++i) {
-        const float xi = x[i];
-        const float* gs_row = gs + i * d;
-        for (int64_t j = 0; j < d; ++j) o[j] += xi * gs_row[j];
-      }
+      const MesaHeadInputs in{
+          .q = &batch.q[r * k + head * d],
+          .k = &batch.k[r * k + head * d],
+          .v = &batch.proj[r * p + v_column + head * d],
+          .lambda = w.lambda.data() + head * d,
+          .gamma = Sigmoid(batch.proj[r * p + a_column + head] + w.a_bias[head]),
+          .beta = Sigmoid(batch.proj[r * p + b_column + head] + w.b_bias[head]),
+      };
+      pair_stats[pair].Add(MesaHeadStep(in, static_cast<int>(d), chunk.solver, start, hs, gs,
+                                        &batch.attn_out[r * k + head * d], scratch.data()));
     }
   }
   for (int64_t pair = 0; pair < pairs; ++pair) {

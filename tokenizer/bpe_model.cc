@@ -72,6 +72,12 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
     }
     max_id = std::max<int64_t>(max_id, it.value().get<int64_t>());
   }
+  // Ids index a dense table; a file with ids far beyond its size (holes or a hostile file)
+  // would make that table huge.
+  if (max_id >= static_cast<int64_t>(vocab->size()) * 2 + 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhere, ": vocab ids reach ", max_id, " but there are only ", vocab->size(), " entries"));
+  }
   bpe->id_to_token_.resize(max_id + 1);
   bpe->id_present_.resize(max_id + 1);
   bpe->vocab_.reserve(vocab->size());

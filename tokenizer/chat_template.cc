@@ -244,6 +244,15 @@ absl::StatusOr<std::string> ChatTemplate::Apply(std::span<const ChatMessage> mes
   return kFormats[format_index_].render(params_, messages, add_generation_prompt);
 }
 
+absl::StatusOr<ChatTemplate> LoadChatTemplate(const TokenizerConfig& config,
+                                              std::string_view name) {
+  for (const NamedChatTemplate& t : config.chat_templates) {
+    if (t.name == name) return ChatTemplate::FromSource(t.name, t.source);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("tokenizer_config.json has no chat template named '", std::string(name), "'"));
+}
+
 absl::StatusOr<std::string> ApplyChatTemplate(const ChatTemplate& chat_template,
                                               std::span<const ChatMessage> messages,
                                               bool add_generation_prompt) {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace ridge {
 
@@ -45,6 +46,11 @@ class ChatTemplate {
   int format_index_ = -1;
   ChatTemplateParams params_;
 };
+
+// The template called `name` in tokenizer_config.json ("default" when it has a single one);
+// NotFound when the config has none by that name.
+absl::StatusOr<ChatTemplate> LoadChatTemplate(const TokenizerConfig& config,
+                                              std::string_view name = "default");
 
 absl::StatusOr<std::string> ApplyChatTemplate(const ChatTemplate& chat_template,
                                               std::span<const ChatMessage> messages,

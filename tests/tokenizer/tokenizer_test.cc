@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -132,6 +133,7 @@ TEST(TokenizerTest, RejectsMalformedFiles) {
   ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "zzq\xC3\xA9 qq"; },
                   "not in the vocabulary");
   ExpectLoadError([](auto& j) { j["model"]["dropout"] = 0.1; }, "dropout");
+  ExpectLoadError([](auto& j) { j["model"]["vocab"]["huge"] = 1 << 29; }, "only");
   ExpectLoadError([](auto& j) { j["model"]["unk_token"] = "<nope>"; }, "unk_token");
   ExpectLoadError(
       [](auto& j) {
@@ -298,15 +300,107 @@ TEST(ChatTemplateTest, LoadsFromTokenizerConfig) {
   auto qwen = MustLoad("qwen_style");
   ASSERT_NE(qwen, nullptr);
   ASSERT_EQ(qwen->config().chat_templates.size(), 1u);
-  const NamedChatTemplate& named = qwen->config().chat_templates[0];
-  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(named.name, named.source);
+  absl::StatusOr<ChatTemplate> tmpl = LoadChatTemplate(qwen->config());
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const std::vector<ChatMessage> messages = {{"user", "Hi"}};
   EXPECT_EQ(*tmpl->Apply(messages, true),
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(LoadChatTemplate(qwen->config(), "tool_use").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadChatTemplate(MustLoad("gpt2")->config()).status().code(),
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(ChatTemplate::FromSource("tool_use", "{{ messages }}").status().message().substr(0, 26),
             "chat template 'tool_use' (");
+}
+
+}  // namespace
+}  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// Expected ids from `tokenizers` with the same edits to Mistral's file.
+TEST(TokenizerTest, UnknownCharactersWithoutByteFallback) {
+  nlohmann::json j = nlohmann::json::parse(ReadText(kDataDir / "mistral_v1" / "tokenizer.json"));
+  j["model"]["byte_fallback"] = false;
+  auto fused = Tokenizer::FromJson(j.dump(), "");
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_EQ(*(*fused)->Encode("a𠀀𠀁b 𠀀 x", true),
+            (std::vector<int32_t>{1, 264, 0, 28726, 28705, 0, 1318}));
+  EXPECT_EQ(*(*fused)->Encode("ᚠᛇᚻ", true), (std::vector<int32_t>{1, 28705, 0}));
+  j["model"]["fuse_unk"] = false;
+  auto unfused = Tokenizer::FromJson(j.dump(), "");
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  EXPECT_EQ(*(*unfused)->Encode("a𠀀𠀁b 𠀀 x", true),
+            (std::vector<int32_t>{1, 264, 0, 0, 28726, 28705, 0, 1318}));
+  EXPECT_EQ(*(*unfused)->Encode("ᚠᛇᚻ", true), (std::vector<int32_t>{1, 28705, 0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// Random bytes and random ids, as a fuzzer would send: errors are fine, crashes are not, and
+// every text that comes out is valid UTF-8.
+TEST(TokenizerTest, RandomInputNeverCrashes) {
+  std::mt19937 rng(1234);
+  const std::vector<std::string> fragments = {"<s>",
+                                              "</s>",
+                                              "<|im_start|>",
+                                              "[MASK]",
+                                              " ",
+                                              "\n",
+                                              "\xE4\xBD\xA0",
+                                              "\xF0\x9F\xA4\x96",
+                                              "\xC3",
+                                              "\xFF",
+                                              "a",
+                                              "'s",
+                                              "▁",
+                                              "\r\n",
+                                              "  ",
+                                              "\xCC\x81"};
+  for (const std::string name : {"gpt2", "mistral_v1", "mistral_v1_metaspace", "qwen_style"}) {
+    SCOPED_TRACE(name);
+    auto tokenizer = MustLoad(name);
+    ASSERT_NE(tokenizer, nullptr);
+    for (int round = 0; round < 300; ++round) {
+      std::string text;
+      const int parts = static_cast<int>(rng() % 40);
+      for (int k = 0; k < parts; ++k) {
+        if (rng() % 3 == 0) {
+          text.push_back(static_cast<char>(rng() % 256));
+        } else {
+          text += fragments[rng() % fragments.size()];
+        }
+      }
+      absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(text, rng() % 2 == 0);
+      EXPECT_EQ(ids.ok(), IsValidUtf8(text));
+      if (!ids.ok()) ids = tokenizer->Encode(ReplaceInvalidUtf8(text), true);
+      ASSERT_TRUE(ids.ok()) << ids.status();
+
+      std::vector<int32_t> random_ids;
+      for (int k = 0; k < 20; ++k) {
+        random_ids.push_back(static_cast<int32_t>(rng() % tokenizer->vocab_size()));
+      }
+      IncrementalDecoder stream(*tokenizer, rng() % 2 == 0);
+      std::string streamed;
+      for (int32_t id : random_ids) {
+        absl::StatusOr<std::string> piece = stream.Add(id);
+        ASSERT_TRUE(piece.ok()) << piece.status();
+        EXPECT_TRUE(IsValidUtf8(*piece));
+        streamed += *piece;
+      }
+      streamed += *stream.Finish();
+      EXPECT_TRUE(IsValidUtf8(streamed));
+      absl::StatusOr<std::string> decoded = tokenizer->Decode(random_ids, false);
+      ASSERT_TRUE(decoded.ok());
+      EXPECT_TRUE(IsValidUtf8(*decoded));
+    }
+  }
 }
 
 }  // namespace
