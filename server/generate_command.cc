@@ -7,14 +7,19 @@
 #include "engine/offline_generation.h"
 #include "server/command_support.h"
 #include "server/commands.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ridge {
 namespace {
 
-constexpr char kUsage[] = R"(usage: ridgeserve generate --model DIR --prompt-ids 1,2,3 [flags]
+constexpr char kUsage[] =
+    R"(usage: ridgeserve generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [flags]
 
-Prints the generated token ids (comma-separated) on stdout, and the finish reason and solver
-statistics on stderr.
+With --prompt, the text is encoded with the tokenizer (tokenizer.json in --tokenizer DIR,
+default the model folder) and the generated text is printed on stdout; with --prompt-ids the
+generated token ids are printed (comma-separated). The finish reason and solver statistics go
+to stderr.
+  --tokenizer DIR           folder with tokenizer.json (default: --model)
   --max-tokens N            tokens to generate at most (default 16)
   --temperature T           0 = greedy (default 1)
   --top-k K                 keep the K most likely tokens (0 = off)
@@ -68,19 +73,36 @@ absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {
 
 absl::Status Generate(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
-  known.insert({"prompt-ids", "max-tokens", "temperature", "top-k", "top-p", "min-p",
-                "repetition-penalty", "presence-penalty", "frequency-penalty", "seed",
+  known.insert({"prompt", "tokenizer", "prompt-ids", "max-tokens", "temperature", "top-k", "top-p",
+                "min-p", "repetition-penalty", "presence-penalty", "frequency-penalty", "seed",
                 "stop-token-ids", "ignore-eos"});
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"ignore-eos"}));
   GenerationRequest request;
-  ASSIGN_OR_RETURN(request.prompt, args.IdList("prompt-ids"));
+  if (args.Has("prompt") == args.Has("prompt-ids")) {
+    return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
+  }
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (args.Has("prompt")) {
+    ASSIGN_OR_RETURN(const std::string model_dir, args.String("model"));
+    ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(args.StringOr("tokenizer", model_dir)));
+    ASSIGN_OR_RETURN(const std::string text, args.String("prompt"));
+    ASSIGN_OR_RETURN(request.prompt, tokenizer->Encode(text, /*add_special_tokens=*/true));
+  } else {
+    ASSIGN_OR_RETURN(request.prompt, args.IdList("prompt-ids"));
+  }
   ASSIGN_OR_RETURN(request.sampling, SamplingFromFlags(args));
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->config()));
   GenerationTimings timings;
   ASSIGN_OR_RETURN(const auto results, GenerateOffline(*model, {&request, 1}, &timings));
   const GenerationResult& result = results[0];
-  std::printf("%s\n", absl::StrJoin(result.tokens, ",").c_str());
+  if (tokenizer != nullptr) {
+    ASSIGN_OR_RETURN(const std::string text,
+                     tokenizer->Decode(result.tokens, /*skip_special_tokens=*/true));
+    std::printf("%s\n", text.c_str());
+  } else {
+    std::printf("%s\n", absl::StrJoin(result.tokens, ",").c_str());
+  }
   const SolverStats& s = result.decode_solver;
   std::fprintf(stderr,
                "finish %s  prompt %lld tokens in %.3f s  generated %zu tokens, decode %.1f tok/s  "

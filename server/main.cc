@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/threading.h"
 #include "server/commands.h"
 
 namespace {
@@ -21,6 +22,7 @@ Run `ridgeserve COMMAND --help` for a command's flags.
 }  // namespace
 
 int main(int argc, char** argv) {
+  ridge::ReexecWithPassiveOpenMpWait(argv);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

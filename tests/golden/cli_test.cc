@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -96,6 +97,17 @@ TEST(CliTest, GenerateIsDeterministicWithASeed) {
   EXPECT_EQ(commas, 11);  // 12 ids
 }
 
+TEST(CliTest, GenerateFromTextWithTheBundledModel) {
+  const std::string model = std::string(RIDGE_TEST_DATA_DIR) + "/../../assets/default-model";
+  const Output out = RunRidgeserve("generate --model " + model +
+                                       " --prompt 'In the beginning' --max-tokens 8 --seed 3"
+                                       " --temperature 0 --log-level error",
+                                   false);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_GT(out.text.size(), 8u) << out.text;  // decoded text, not ids
+  EXPECT_TRUE(std::any_of(out.text.begin(), out.text.end(), ::isalpha)) << out.text;
+}
+
 TEST(CliTest, BadFlagsGiveClearErrors) {
   const std::string model = " --model " + kCase.string();
   const std::pair<std::string, std::string> cases[] = {
@@ -109,6 +121,8 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
       {"score" + model + " --ids 1,2 --output /tmp/x --solver-max-iterations 0", "1 to 1000"},
       {"score --model /nonexistent --ids 1 --output /tmp/x", "does not exist"},
       {"frobnicate", "unknown command"},
+      {"generate" + model + " --prompt hi --prompt-ids 1", "exactly one of --prompt"},
+      {"generate" + model + " --prompt hi", "tokenizer.json"},
   };
   for (const auto& [args, expected] : cases) {
     const Output out = RunRidgeserve(args);

@@ -85,6 +85,7 @@ absl::Status Bench(int argc, char** argv) {
 }  // namespace ridge
 
 int main(int argc, char** argv) {
+  ridge::ReexecWithPassiveOpenMpWait(argv);
   const absl::Status status = ridge::Bench(argc - 1, argv + 1);
   if (!status.ok()) {
     std::fprintf(stderr, "cpu_bench: %s\n", std::string(status.message()).c_str());

@@ -1,0 +1,533 @@
+// The gRPC server end to end: a real MesaNet test checkpoint, the engine and GrpcServer in this
+// process on a loopback port, and the generated C++ stubs as the client over the network.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "models/mesanet_model.h"
+#include "ridgeserve/v1/generation.grpc.pb.h"
+#include "server/grpc_service.h"
+#include "tests/support/tiny_tokenizer.h"
+
+namespace ridge {
+namespace {
+
+namespace v1 = ::ridgeserve::v1;
+using namespace std::chrono_literals;
+
+constexpr char kCheckpoint[] = RIDGE_TEST_DATA_DIR "/mesanet/d64_untied";
+
+// Polls `done` until it holds or 20 s pass.
+bool WaitFor(const std::function<bool()>& done) {
+  const auto limit = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < limit) {
+    if (done()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return done();
+}
+
+// One model, engine and server, with a client stub connected to it.
+struct Stack {
+  std::unique_ptr<MesaNetModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<GrpcServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Generation::Stub> stub;
+
+  static std::unique_ptr<Stack> Start(EngineOptions options, bool with_tokenizer) {
+    auto stack = std::make_unique<Stack>();
+    auto model = MesaNetModel::Load(kCheckpoint);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return nullptr;
+    stack->model = std::move(*model);
+    if (with_tokenizer) {
+      auto tokenizer = testing::LoadTinyTokenizer(RIDGE_TEST_DATA_DIR);
+      EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+      if (!tokenizer.ok()) return nullptr;
+      stack->tokenizer = std::move(*tokenizer);
+    }
+    auto engine = Engine::Create(stack->model.get(), options, nullptr);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return nullptr;
+    stack->engine = std::move(*engine);
+    auto server =
+        GrpcServer::Start(stack->engine.get(), stack->tokenizer.get(),
+                          GrpcServerOptions{.address = "127.0.0.1:0", .model_name = "d64_untied"});
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return nullptr;
+    stack->server = std::move(*server);
+    stack->channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", stack->server->port()),
+                                         grpc::InsecureChannelCredentials());
+    stack->stub = v1::Generation::NewStub(stack->channel);
+    return stack;
+  }
+
+  ~Stack() {
+    if (server) server->Shutdown(std::chrono::steady_clock::now() + 2s);
+  }
+
+  bool Idle() const {
+    const EngineSnapshot s = engine->Snapshot();
+    return s.slots_used == 0 && s.running == 0 && s.waiting == 0;
+  }
+};
+
+v1::GenerateRequest IdsRequest(std::vector<int32_t> ids, int32_t max_tokens, uint64_t seed) {
+  v1::GenerateRequest r;
+  for (int32_t id : ids) r.mutable_token_ids()->add_ids(id);
+  r.mutable_sampling()->set_max_tokens(max_tokens);
+  r.mutable_sampling()->set_seed(seed);
+  r.mutable_sampling()->set_ignore_eos(true);
+  return r;
+}
+
+struct StreamResult {
+  grpc::Status status;
+  std::vector<v1::GenerateResponse> messages;
+  std::vector<int32_t> tokens;
+  std::string text;
+};
+
+StreamResult Stream(v1::Generation::Stub& stub, const v1::GenerateRequest& request) {
+  StreamResult result;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 60s);
+  auto reader = stub.GenerateStream(&context, request);
+  v1::GenerateResponse message;
+  while (reader->Read(&message)) {
+    result.tokens.insert(result.tokens.end(), message.token_ids().begin(),
+                         message.token_ids().end());
+    result.text += message.text();
+    result.messages.push_back(message);
+  }
+  result.status = reader->Finish();
+  return result;
+}
+
+class GrpcServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    EngineOptions options;
+    options.max_slots = 4;
+    options.max_waiting = 8;
+    stack_ = Stack::Start(options, /*with_tokenizer=*/true).release();
+    ASSERT_NE(stack_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete stack_;
+    stack_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(stack_, nullptr); }
+
+  v1::Generation::Stub& stub() { return *stack_->stub; }
+
+  static Stack* stack_;
+};
+Stack* GrpcServerTest::stack_ = nullptr;
+
+TEST_F(GrpcServerTest, UnaryGenerateFromTokenIds) {
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  v1::GenerateRequest request = IdsRequest({1, 17, 42}, 6, 7);
+  request.mutable_solver()->set_tolerance(1e-3f);
+  request.mutable_solver()->set_max_iterations(10);
+  grpc::Status status = stub().Generate(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.token_ids_size(), 6);
+  EXPECT_EQ(response.finish_reason(), v1::FINISH_REASON_LENGTH);
+  const std::vector<int32_t> ids(response.token_ids().begin(), response.token_ids().end());
+  for (int32_t id : ids) EXPECT_TRUE(id >= 0 && id < 512) << id;
+  auto text = stack_->tokenizer->Decode(ids, true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(response.text(), *text);
+  const v1::Usage& usage = response.usage();
+  EXPECT_EQ(usage.prompt_tokens(), 3);
+  EXPECT_EQ(usage.completion_tokens(), 6);
+  EXPECT_GT(usage.prefill().solves(), 0);
+  EXPECT_GT(usage.decode().solves(), 0);
+  EXPECT_LE(usage.decode().max_iterations(), 10);
+  EXPECT_GE(usage.decode().capped_fraction(), 0.0);
+  EXPECT_LE(usage.decode().capped_fraction(), 1.0);
+  EXPECT_GE(usage.time_to_first_token_seconds(), usage.queue_time_seconds());
+}
+
+TEST_F(GrpcServerTest, StreamingMatchesUnaryForTheSameSeed) {
+  const v1::GenerateRequest request = IdsRequest({3, 4, 5, 6}, 8, 1234);
+  grpc::ClientContext context;
+  v1::GenerateResponse unary;
+  ASSERT_TRUE(stub().Generate(&context, request, &unary).ok());
+
+  StreamResult streamed = Stream(stub(), request);
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+  ASSERT_FALSE(streamed.messages.empty());
+  EXPECT_EQ(streamed.tokens,
+            std::vector<int32_t>(unary.token_ids().begin(), unary.token_ids().end()));
+  EXPECT_EQ(streamed.text, unary.text());
+  for (size_t i = 0; i + 1 < streamed.messages.size(); ++i) {
+    EXPECT_EQ(streamed.messages[i].finish_reason(), v1::FINISH_REASON_UNSPECIFIED);
+    EXPECT_FALSE(streamed.messages[i].has_usage());
+  }
+  const v1::GenerateResponse& last = streamed.messages.back();
+  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(last.usage().completion_tokens(), 8);
+
+  // Same seed, same tokens, again; another seed (almost surely) differs.
+  StreamResult again = Stream(stub(), request);
+  EXPECT_EQ(again.tokens, streamed.tokens);
+  v1::GenerateRequest other = request;
+  other.mutable_sampling()->set_seed(99);
+  StreamResult different = Stream(stub(), other);
+  ASSERT_TRUE(different.status.ok());
+  EXPECT_NE(different.tokens, streamed.tokens);
+}
+
+TEST_F(GrpcServerTest, TextPromptAndStopString) {
+  v1::GenerateRequest request;
+  request.set_text("Once upon a time");
+  request.mutable_sampling()->set_max_tokens(24);
+  request.mutable_sampling()->set_temperature(0.0f);  // greedy: deterministic
+  request.mutable_sampling()->set_ignore_eos(true);
+  StreamResult full = Stream(stub(), request);
+  ASSERT_TRUE(full.status.ok()) << full.status.error_message();
+  auto prompt_ids = stack_->tokenizer->Encode("Once upon a time", true);
+  ASSERT_TRUE(prompt_ids.ok());
+  EXPECT_EQ(full.messages.back().usage().prompt_tokens(), static_cast<int64_t>(prompt_ids->size()));
+  ASSERT_GE(full.text.size(), 8u) << full.text;
+
+  // A stop string taken from the middle of the greedy output: the text ends before its first
+  // occurrence and the finish reason is STOP.
+  size_t at = full.text.size() / 2;
+  while (at > 0 && (static_cast<unsigned char>(full.text[at]) & 0xC0) == 0x80) --at;
+  size_t end = at + 1;
+  while (end < full.text.size() && (static_cast<unsigned char>(full.text[end]) & 0xC0) == 0x80) {
+    ++end;
+  }
+  const std::string stop = full.text.substr(at, end - at);
+  request.mutable_sampling()->add_stop(stop);
+  StreamResult stopped = Stream(stub(), request);
+  ASSERT_TRUE(stopped.status.ok()) << stopped.status.error_message();
+  EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_EQ(stopped.messages.back().finish_reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(stopped.messages.back().finish_message(), stop);
+  EXPECT_TRUE(WaitFor([] { return stack_->Idle(); }));
+}
+
+TEST_F(GrpcServerTest, ClientCancellationFreesTheSlot) {
+  grpc::ClientContext context;
+  auto reader = stub().GenerateStream(&context, IdsRequest({1, 2, 3}, 50000, 5));
+  v1::GenerateResponse message;
+  int tokens = 0;
+  while (tokens < 3 && reader->Read(&message)) tokens += message.token_ids_size();
+  ASSERT_GE(tokens, 3);
+  EXPECT_GE(stack_->engine->Snapshot().slots_used, 1);
+  context.TryCancel();
+  while (reader->Read(&message)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([] { return stack_->Idle(); }))
+      << "slots_used " << stack_->engine->Snapshot().slots_used;
+}
+
+TEST_F(GrpcServerTest, DeadlineEndsTheRequest) {
+  for (bool streaming : {true, false}) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 300ms);
+    const v1::GenerateRequest request = IdsRequest({1, 2, 3}, 50000, 5);
+    grpc::Status status;
+    if (streaming) {
+      auto reader = stub().GenerateStream(&context, request);
+      v1::GenerateResponse message;
+      while (reader->Read(&message)) {
+        if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+          EXPECT_EQ(message.finish_reason(), v1::FINISH_REASON_CANCELLED);
+        }
+      }
+      status = reader->Finish();
+    } else {
+      v1::GenerateResponse response;
+      status = stub().Generate(&context, request, &response);
+    }
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+        << streaming << " " << status.error_message();
+    EXPECT_TRUE(WaitFor([] { return stack_->Idle(); }));
+  }
+}
+
+TEST_F(GrpcServerTest, InvalidRequestsNameTheField) {
+  v1::GenerateRequest request = IdsRequest({1, 2}, 4, 1);
+  request.mutable_sampling()->set_top_p(1.5f);
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  grpc::Status status = stub().Generate(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("top_p"), std::string::npos) << status.error_message();
+
+  request = IdsRequest({1, 600}, 4, 1);
+  StreamResult streamed = Stream(stub(), request);
+  EXPECT_EQ(streamed.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(streamed.status.error_message().find("token_ids.ids[1] = 600"), std::string::npos)
+      << streamed.status.error_message();
+  EXPECT_TRUE(streamed.messages.empty());
+}
+
+TEST_F(GrpcServerTest, TokenizeDetokenizeAndModelInfo) {
+  grpc::ClientContext c1;
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text("héllo wörld");
+  v1::TokenizeResponse tokens;
+  ASSERT_TRUE(stub().Tokenize(&c1, tokenize, &tokens).ok());
+  ASSERT_GT(tokens.token_ids_size(), 0);
+
+  grpc::ClientContext c2;
+  v1::DetokenizeRequest detokenize;
+  *detokenize.mutable_token_ids() = tokens.token_ids();
+  v1::DetokenizeResponse text;
+  ASSERT_TRUE(stub().Detokenize(&c2, detokenize, &text).ok());
+  EXPECT_EQ(text.text(), "héllo wörld");
+
+  grpc::ClientContext c3;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub().GetModelInfo(&c3, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.name(), "d64_untied");
+  EXPECT_EQ(info.architecture(), "mesa_net");
+  EXPECT_EQ(info.vocab_size(), 512);
+  EXPECT_EQ(info.hidden_size(), 128);
+  EXPECT_EQ(info.num_layers(), 2);
+  EXPECT_EQ(info.num_heads(), 2);
+  EXPECT_EQ(info.head_dim(), 64);
+  EXPECT_GT(info.parameter_count(), 0);
+  EXPECT_GT(info.state_bytes(), 0);
+  EXPECT_EQ(info.eos_token_id(), 2);
+  EXPECT_TRUE(info.has_tokenizer());
+  EXPECT_EQ(info.max_slots(), 4);
+  EXPECT_EQ(info.max_waiting(), 8);
+  EXPECT_EQ(info.default_solver().max_iterations(),
+            stack_->engine->options().default_solver.max_iterations);
+}
+
+// grpc.health.v1.Health/Check through the generic stub: HealthCheckRequest is field 1 (service
+// name), HealthCheckResponse is field 1 (status enum: 1 SERVING, 2 NOT_SERVING).
+int HealthStatus(grpc::Channel* channel, const std::string& service) {
+  grpc::GenericStub generic(channel->shared_from_this());
+  std::string request;
+  if (!service.empty()) {
+    request.push_back(0x0a);
+    request.push_back(static_cast<char>(service.size()));
+    request += service;
+  }
+  grpc::Slice slice(request);
+  grpc::ByteBuffer request_buffer(&slice, 1);
+  grpc::ByteBuffer response_buffer;
+  grpc::ClientContext context;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request_buffer,
+                    &response_buffer, [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = std::move(s);
+                      done = true;
+                      cv.notify_all();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (!status.ok()) return -static_cast<int>(status.error_code());
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(response_buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
+  return bytes.empty() ? 0 : -100;
+}
+
+TEST_F(GrpcServerTest, HealthCheck) {
+  grpc::Channel* channel = stack_->channel.get();
+  EXPECT_EQ(HealthStatus(channel, ""), 1);
+  EXPECT_EQ(HealthStatus(channel, "ridgeserve.v1.Generation"), 1);
+  stack_->server->SetServing(false);
+  EXPECT_EQ(HealthStatus(channel, ""), 2);
+  EXPECT_EQ(HealthStatus(channel, "ridgeserve.v1.Generation"), 2);
+  stack_->server->SetServing(true);
+  EXPECT_EQ(HealthStatus(channel, ""), 1);
+  // An unknown service is NOT_FOUND.
+  EXPECT_EQ(HealthStatus(channel, "no.such.Service"), -static_cast<int>(grpc::NOT_FOUND));
+}
+
+std::pair<int, std::string> RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, output};
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST_F(GrpcServerTest, ExampleClient) {
+  const std::string client =
+      absl::StrCat(RIDGE_GRPC_CLIENT, " --address 127.0.0.1:", stack_->server->port());
+  auto [rc, out] = RunCommand(client + " --prompt-ids 1,2,3 --max-tokens 5 --seed 1 --stream");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("finish: length"), std::string::npos) << out;
+  EXPECT_NE(out.find("usage: 3 prompt + 5 completion tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("decode solver: "), std::string::npos) << out;
+
+  std::tie(rc, out) = RunCommand(client + " --prompt 'Hello' --max-tokens 3 --temperature 0");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("+ 3 completion tokens"), std::string::npos) << out;
+
+  std::tie(rc, out) = RunCommand(client + " --info");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("vocab_size: 512"), std::string::npos) << out;
+
+  std::tie(rc, out) = RunCommand(client + " --prompt-ids 1,2 --top-p 7");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("top_p"), std::string::npos) << out;
+}
+
+TEST_F(GrpcServerTest, ServerReflectionListsTheService) {
+  // ServerReflectionRequest{list_services: ""} (field 7) over the generic async stub.
+  grpc::GenericStub generic(stack_->channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 20s);
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  auto step = [&](intptr_t expected) {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), expected);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(1));
+  const std::string request("\x3a\x00", 2);
+  grpc::Slice slice(request);
+  grpc::ByteBuffer request_buffer(&slice, 1);
+  call->Write(request_buffer, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(2));
+  call->WritesDone(reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(3));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(step(4));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(bytes.find("ridgeserve.v1.Generation"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+}
+
+TEST_F(GrpcServerTest, StartFailsOnATakenPortOrABadAddress) {
+  for (const std::string& address :
+       {absl::StrCat("127.0.0.1:", stack_->server->port()), std::string("not an address")}) {
+    auto server = GrpcServer::Start(stack_->engine.get(), nullptr,
+                                    GrpcServerOptions{.address = address, .model_name = "x"});
+    ASSERT_FALSE(server.ok()) << address;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(server.status().message().find(address), absl::string_view::npos) << server.status();
+  }
+}
+
+// A server of one slot and a queue of one, without a tokenizer.
+TEST(GrpcServerLimitsTest, QueueFullIsResourceExhausted) {
+  EngineOptions options;
+  options.max_slots = 1;
+  options.max_waiting = 1;
+  std::unique_ptr<Stack> stack = Stack::Start(options, /*with_tokenizer=*/false);
+  ASSERT_NE(stack, nullptr);
+
+  grpc::ClientContext running_context;
+  auto running = stack->stub->GenerateStream(&running_context, IdsRequest({1, 2}, 50000, 1));
+  v1::GenerateResponse message;
+  ASSERT_TRUE(running->Read(&message));  // it holds the slot
+  EXPECT_TRUE(message.text().empty());   // no tokenizer, no text
+  grpc::ClientContext waiting_context;
+  auto waiting = stack->stub->GenerateStream(&waiting_context, IdsRequest({1, 2}, 50000, 2));
+  ASSERT_TRUE(WaitFor([&] { return stack->engine->Snapshot().waiting == 1; }));
+
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  grpc::Status status = stack->stub->Generate(&context, IdsRequest({1, 2}, 4, 3), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("queue is full"), std::string::npos)
+      << status.error_message();
+
+  // Without a tokenizer, text features are FAILED_PRECONDITION.
+  grpc::ClientContext text_context;
+  v1::GenerateRequest text_request;
+  text_request.set_text("hello");
+  status = stack->stub->Generate(&text_context, text_request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext tokenize_context;
+  v1::TokenizeResponse tokens;
+  status = stack->stub->Tokenize(&tokenize_context, v1::TokenizeRequest(), &tokens);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  running_context.TryCancel();
+  waiting_context.TryCancel();
+  while (running->Read(&message)) {
+  }
+  while (waiting->Read(&message)) {
+  }
+  EXPECT_EQ(running->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(waiting->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] { return stack->Idle(); }));
+}
+
+// Draining: NOT_SERVING, the engine refuses new work (UNAVAILABLE), a running stream completes.
+TEST(GrpcServerLimitsTest, DrainFinishesRunningStreams) {
+  std::unique_ptr<Stack> stack = Stack::Start(EngineOptions(), /*with_tokenizer=*/false);
+  ASSERT_NE(stack, nullptr);
+  grpc::ClientContext context;
+  auto reader = stack->stub->GenerateStream(&context, IdsRequest({1, 2}, 40, 1));
+  v1::GenerateResponse message;
+  ASSERT_TRUE(reader->Read(&message));
+
+  stack->server->SetServing(false);
+  stack->engine->StartDrain();
+  grpc::ClientContext refused_context;
+  v1::GenerateResponse refused;
+  grpc::Status status = stack->stub->Generate(&refused_context, IdsRequest({1}, 2, 1), &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(HealthStatus(stack->channel.get(), ""), 2);
+
+  int tokens = message.token_ids_size();
+  v1::FinishReason finish = message.finish_reason();
+  while (reader->Read(&message)) {
+    tokens += message.token_ids_size();
+    finish = message.finish_reason();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(tokens, 40);
+  EXPECT_EQ(finish, v1::FINISH_REASON_LENGTH);
+  EXPECT_TRUE(stack->engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  stack->server->Shutdown(std::chrono::steady_clock::now() + 2s);
+}
+
+}  // namespace
+}  // namespace ridge

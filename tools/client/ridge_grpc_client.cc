@@ -1,0 +1,201 @@
+// ridge_grpc_client: a small example client of the ridgeserve gRPC API (generation.proto).
+//
+//   ridge_grpc_client --address 127.0.0.1:9000 --prompt "Once upon a time" --max-tokens 32 --stream
+//   ridge_grpc_client --address 127.0.0.1:9000 --prompt-ids 1,2,3 --max-tokens 8
+//   ridge_grpc_client --address 127.0.0.1:9000 --info
+//
+// Prints the generated text (or token ids when the server has no tokenizer) as it arrives, then
+// the finish reason and usage on stderr.
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "ridgeserve/v1/generation.grpc.pb.h"
+#include "server/cli_args.h"
+
+namespace ridge {
+namespace {
+
+namespace v1 = ::ridgeserve::v1;
+
+constexpr char kUsage[] =
+    R"(usage: ridge_grpc_client --address HOST:PORT (--prompt TEXT | --prompt-ids 1,2,3 | --info) [flags]
+
+  --address HOST:PORT       the server's gRPC address (default 127.0.0.1:9000)
+  --prompt TEXT             a text prompt (the server needs a tokenizer)
+  --prompt-ids 1,2,3        a prompt given as token ids
+  --info                    print GetModelInfo and exit
+  --stream                  use GenerateStream and print text as it arrives
+  --max-tokens N            tokens to generate at most (default 16)
+  --temperature T           0 = greedy (default 1)
+  --top-p P, --top-k K, --min-p P, --seed S
+  --stop STRING             stop before this string (one)
+  --solver-tolerance T      CG tolerance for this request
+  --solver-max-iterations M CG iteration cap for this request
+  --timeout SECONDS         deadline of the call (default 600)
+)";
+
+const char* FinishName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_STOP:
+      return "stop";
+    case v1::FINISH_REASON_EOS:
+      return "eos";
+    case v1::FINISH_REASON_CANCELLED:
+      return "cancelled";
+    case v1::FINISH_REASON_ERROR:
+      return "error";
+    default:
+      return "unspecified";
+  }
+}
+
+void PrintSolver(const char* phase, const v1::SolverStats& s) {
+  std::fprintf(stderr, "  %s solver: %lld solves, mean %.2f / max %d iterations, %.1f%% capped\n",
+               phase, static_cast<long long>(s.solves()), s.mean_iterations(), s.max_iterations(),
+               100.0 * s.capped_fraction());
+}
+
+void PrintFinal(const v1::GenerateResponse& last) {
+  const v1::Usage& u = last.usage();
+  std::fprintf(stderr, "\nfinish: %s%s%s\n", FinishName(last.finish_reason()),
+               last.finish_message().empty() ? "" : " ", last.finish_message().c_str());
+  std::fprintf(stderr,
+               "usage: %lld prompt + %lld completion tokens; queue %.3f s, first token %.3f s, "
+               "total %.3f s\n",
+               static_cast<long long>(u.prompt_tokens()),
+               static_cast<long long>(u.completion_tokens()), u.queue_time_seconds(),
+               u.time_to_first_token_seconds(), u.total_time_seconds());
+  PrintSolver("prefill", u.prefill());
+  PrintSolver("decode", u.decode());
+}
+
+// Text when the server sent any, else the ids.
+void PrintDelta(const v1::GenerateResponse& r, bool have_text) {
+  if (have_text) {
+    std::fwrite(r.text().data(), 1, r.text().size(), stdout);
+  } else if (r.token_ids_size() > 0) {
+    std::printf("%s ", absl::StrJoin(r.token_ids(), " ").c_str());
+  }
+  std::fflush(stdout);
+}
+
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(
+      CliArgs args,
+      CliArgs::Parse(argc, argv,
+                     {"address", "prompt", "prompt-ids", "info", "stream", "max-tokens",
+                      "temperature", "top-p", "top-k", "min-p", "seed", "stop", "solver-tolerance",
+                      "solver-max-iterations", "timeout", "help"},
+                     {"info", "stream", "help"}));
+  if (args.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return absl::OkStatus();
+  }
+  const std::string address = args.StringOr("address", "127.0.0.1:9000");
+  ASSIGN_OR_RETURN(const double timeout, args.Double("timeout", 600));
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Generation::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+
+  v1::ModelInfo info;
+  {
+    grpc::ClientContext info_context;
+    info_context.set_deadline(context.deadline());
+    grpc::Status s = stub->GetModelInfo(&info_context, v1::GetModelInfoRequest(), &info);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("GetModelInfo on ", address, ": ", s.error_message()));
+    }
+  }
+  if (args.Has("info")) {
+    std::printf("%s\n", info.DebugString().c_str());
+    return absl::OkStatus();
+  }
+
+  v1::GenerateRequest request;
+  if (args.Has("prompt") == args.Has("prompt-ids")) {
+    return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
+  }
+  if (args.Has("prompt")) {
+    request.set_text(args.StringOr("prompt", ""));
+  } else {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, args.IdList("prompt-ids"));
+    request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+  }
+  v1::SamplingParams* s = request.mutable_sampling();
+  ASSIGN_OR_RETURN(const int64_t max_tokens, args.Int("max-tokens", 16));
+  s->set_max_tokens(static_cast<int32_t>(max_tokens));
+  if (args.Has("temperature")) {
+    ASSIGN_OR_RETURN(const double t, args.Double("temperature", 1));
+    s->set_temperature(static_cast<float>(t));
+  }
+  if (args.Has("top-p")) {
+    ASSIGN_OR_RETURN(const double p, args.Double("top-p", 1));
+    s->set_top_p(static_cast<float>(p));
+  }
+  ASSIGN_OR_RETURN(const int64_t top_k, args.Int("top-k", 0));
+  s->set_top_k(static_cast<int32_t>(top_k));
+  ASSIGN_OR_RETURN(const double min_p, args.Double("min-p", 0));
+  s->set_min_p(static_cast<float>(min_p));
+  if (args.Has("seed")) {
+    ASSIGN_OR_RETURN(const int64_t seed, args.Int("seed", 0));
+    s->set_seed(static_cast<uint64_t>(seed));
+  }
+  if (args.Has("stop")) s->add_stop(args.StringOr("stop", ""));
+  if (args.Has("solver-tolerance")) {
+    ASSIGN_OR_RETURN(const double tol, args.Double("solver-tolerance", 0));
+    request.mutable_solver()->set_tolerance(static_cast<float>(tol));
+  }
+  if (args.Has("solver-max-iterations")) {
+    ASSIGN_OR_RETURN(const int64_t m, args.Int("solver-max-iterations", 30));
+    request.mutable_solver()->set_max_iterations(static_cast<int32_t>(m));
+  }
+
+  const bool have_text = info.has_tokenizer();
+  grpc::Status status;
+  if (args.Has("stream")) {
+    auto reader = stub->GenerateStream(&context, request);
+    v1::GenerateResponse message;
+    v1::GenerateResponse last;
+    while (reader->Read(&message)) {
+      PrintDelta(message, have_text);
+      if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) last = message;
+    }
+    status = reader->Finish();
+    if (status.ok()) PrintFinal(last);
+  } else {
+    v1::GenerateResponse response;
+    status = stub->Generate(&context, request, &response);
+    if (status.ok()) {
+      PrintDelta(response, have_text);
+      PrintFinal(response);
+    }
+  }
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat("gRPC ", status.error_code(), ": ", status.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace ridge
+
+int main(int argc, char** argv) {
+  const absl::Status status = ridge::Run(argc - 1, argv + 1);
+  if (!status.ok()) {
+    std::fprintf(stderr, "ridge_grpc_client: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
