@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
@@ -40,6 +41,14 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
   signal(SIGPIPE, SIG_IGN);
   const int threads = std::max(4, options_.worker_threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // cpp-httplib's defaults: SO_REUSEPORT (a second server could share the port silently) and a
+  // listen backlog of 5 (a burst of concurrent connects overflows it: clients see resets). Take
+  // SO_REUSEADDR only, and remember the socket to raise the backlog after binding.
+  server_->set_socket_options([this](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = fd;
+  });
   server_->set_payload_max_length(64 << 20);
   // An idle keep-alive connection holds a worker until this timeout, and cpp-httplib's stop()
   // waits for every worker: short, so that shutdown after a drain is not held up.
@@ -111,16 +120,17 @@ void HttpServer::RegisterRoutes() {
 }
 
 absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
+  int bound = port;
   if (port == 0) {
-    const int bound = server_->bind_to_any_port(host);
+    bound = server_->bind_to_any_port(host);
     if (bound <= 0) return absl::UnavailableError(absl::StrCat("cannot bind ", host, ":any"));
-    return bound;
-  }
-  if (!server_->bind_to_port(host, port)) {
+  } else if (!server_->bind_to_port(host, port)) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
                                                " (in use, or not an address of this host?)"));
   }
-  return port;
+  // Listening again on a listening socket only changes its backlog (Linux).
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
+  return bound;
 }
 
 void HttpServer::Run() { server_->listen_after_bind(); }

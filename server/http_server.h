@@ -70,6 +70,7 @@ class HttpServer {
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> cancel_all_{false};
+  int listen_fd_ = -1;  // the listening socket, to raise cpp-httplib's backlog of 5
   ActiveRequests active_;
   std::unique_ptr<OpenAiHandler> openai_;
   std::unique_ptr<httplib::Server> server_;

@@ -357,3 +357,21 @@ TEST(HttpServerWithoutTokenizerTest, AcceptsTokenIdsOnlyAndReturnsThem) {
 
 }  // namespace
 }  // namespace ridge
+
+namespace ridge {
+namespace {
+
+TEST(HttpServerBindTest, ATakenPortIsAnErrorNotASharedPort) {
+  FakeBackend backend;
+  HttpServerOptions options;
+  options.limits.vocab_size = 512;
+  HttpServer first(&backend, nullptr, nullptr, nullptr, options);
+  const auto port = first.Bind("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  HttpServer second(&backend, nullptr, nullptr, nullptr, options);
+  const auto again = second.Bind("127.0.0.1", *port);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace ridge

@@ -20,7 +20,7 @@ struct JsonReply {
 inline JsonReply PostJson(httplib::Client& client, const std::string& path,
                           const nlohmann::json& body) {
   auto result = client.Post(path.c_str(), body.dump(), "application/json");
-  if (!result) return {};
+  if (!result) return {0, "[client error: " + httplib::to_string(result.error()) + "]"};
   nlohmann::json parsed = nlohmann::json::parse(result->body, nullptr, false);
   return {result->status, parsed.is_discarded() ? nlohmann::json(result->body) : parsed};
 }
@@ -65,6 +65,8 @@ inline StreamReply PostStream(httplib::Client& client, const std::string& path,
   if (result) {
     reply.status = result->status;
     if (reply.raw.empty()) reply.raw = result->body;
+  } else if (!reply.aborted) {
+    reply.raw += "[client error: " + httplib::to_string(result.error()) + "]";
   }
   return reply;
 }
