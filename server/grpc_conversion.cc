@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/sampling_params.h"
 
@@ -221,80 +222,59 @@ void FillModelInfo(const ServedModel& model, const MesaNetConfig& config, v1::Mo
   out->set_max_waiting(model.limits.max_waiting);
 }
 
-ResponseBuilder::ResponseBuilder(const Tokenizer* tokenizer, bool skip_special_tokens,
-                                 std::vector<std::string> stop)
-    : stop_(std::move(stop)) {
-  RIDGE_CHECK(tokenizer != nullptr || stop_.empty());
-  if (tokenizer != nullptr) decoder_.emplace(*tokenizer, skip_special_tokens);
-  for (const std::string& s : stop_) hold_bytes_ = std::max(hold_bytes_, s.size() - 1);
+namespace {
+
+// Stop strings need text: the request validation refuses them without a tokenizer.
+std::vector<std::string> CheckedStops(const Tokenizer* tokenizer, std::vector<std::string> stop) {
+  RIDGE_CHECK(tokenizer != nullptr || stop.empty());
+  return stop;
 }
 
-void ResponseBuilder::AddText(const std::string& piece, v1::GenerateResponse* out) {
-  if (stopped_) return;
-  held_ += piece;
-  // Every match ending before this piece was found earlier, and text already sent is at least
-  // hold_bytes_ back, so a new match lies wholly inside held_.
-  size_t first = std::string::npos;
-  for (const std::string& s : stop_) {
-    const size_t at = held_.find(s);
-    if (at < first) {
-      first = at;
-      matched_stop_ = s;
+void AppendDelta(const OutputDelta& delta, v1::GenerateResponse* out) {
+  for (size_t i = 0; i < delta.tokens.size(); ++i) {
+    out->add_token_ids(delta.tokens[i]);
+    if (i >= delta.logprobs.size()) continue;
+    const LogprobEntry& lp = delta.logprobs[i];
+    v1::TokenLogprob* p = out->add_logprobs();
+    p->set_token_id(lp.token);
+    p->set_logprob(lp.logprob);
+    for (const auto& [token, logprob] : lp.top) {
+      v1::TopLogprob* t = p->add_top();
+      t->set_token_id(token);
+      t->set_logprob(logprob);
     }
   }
-  if (first != std::string::npos) {
-    out->mutable_text()->append(held_, 0, first);
-    held_.clear();
-    stopped_ = true;
-    return;
-  }
-  if (held_.size() <= hold_bytes_) return;
-  size_t cut = held_.size() - hold_bytes_;
-  // Never split a character between messages.
-  while (cut > 0 && (static_cast<unsigned char>(held_[cut]) & 0xC0) == 0x80) --cut;
-  out->mutable_text()->append(held_, 0, cut);
-  held_.erase(0, cut);
+  out->mutable_text()->append(delta.text);
 }
 
-bool ResponseBuilder::AddTokens(const RequestEvent& event, v1::GenerateResponse* out) {
-  if (stopped_) return false;
-  for (size_t i = 0; i < event.tokens.size(); ++i) {
-    const int32_t id = event.tokens[i];
-    out->add_token_ids(id);
-    if (i < event.logprobs.size()) {
-      const LogprobEntry& lp = event.logprobs[i];
-      v1::TokenLogprob* p = out->add_logprobs();
-      p->set_token_id(lp.token);
-      p->set_logprob(lp.logprob);
-      for (const auto& [token, logprob] : lp.top) {
-        v1::TopLogprob* t = p->add_top();
-        t->set_token_id(token);
-        t->set_logprob(logprob);
-      }
-    }
-    if (!decoder_) continue;
-    absl::StatusOr<std::string> piece = decoder_->Add(id);
-    // The model's vocabulary may be larger than the tokenizer's: show such ids as U+FFFD.
-    AddText(piece.ok() ? *piece : std::string("\xEF\xBF\xBD"), out);
-    if (stopped_) return true;
+}  // namespace
+
+GrpcResponseBuilder::GrpcResponseBuilder(const Tokenizer* tokenizer, bool skip_special_tokens,
+                                         std::vector<std::string> stop)
+    : assembler_(tokenizer, CheckedStops(tokenizer, std::move(stop)), skip_special_tokens) {}
+
+bool GrpcResponseBuilder::AddTokens(const RequestEvent& event, v1::GenerateResponse* out) {
+  if (assembler_.stopped()) return false;
+  absl::StatusOr<OutputDelta> delta = assembler_.Add(event);
+  if (!delta.ok()) {
+    Log(LogLevel::kWarning, "request ", event.id,
+        ": cannot decode output: ", delta.status().ToString());
+    return false;
   }
-  return false;
+  AppendDelta(*delta, out);
+  return assembler_.stopped();
 }
 
-absl::Status ResponseBuilder::Finish(const RequestEvent& event, v1::GenerateResponse* out) {
-  if (decoder_ && !stopped_) {
-    absl::StatusOr<std::string> rest = decoder_->Finish();
-    if (rest.ok()) AddText(*rest, out);
-    if (!stopped_) {
-      out->mutable_text()->append(held_);
-      held_.clear();
-    }
+absl::Status GrpcResponseBuilder::Finish(const RequestEvent& event, v1::GenerateResponse* out) {
+  if (!assembler_.stopped()) {
+    absl::StatusOr<OutputDelta> rest = assembler_.Finish();
+    if (rest.ok()) AppendDelta(*rest, out);
   }
   ToProto(event.usage, out->mutable_usage());
-  if (stopped_) {
+  if (assembler_.stopped()) {
     // The engine saw a cancellation (ours); the client sees the stop it asked for.
     out->set_finish_reason(v1::FINISH_REASON_STOP);
-    out->set_finish_message(matched_stop_);
+    out->set_finish_message(assembler_.matched_stop());
     return absl::OkStatus();
   }
   out->set_finish_reason(ToProto(event.finish_reason));

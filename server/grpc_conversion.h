@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "ridgeserve/v1/generation.pb.h"
+#include "server/output_assembler.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -65,11 +66,11 @@ inline bool HasContent(const v1::GenerateResponse& r) {
 // Turns one request's engine events into response messages. Text goes through an incremental
 // decoder (never a broken UTF-8 character) and, with stop strings, is held back while it could
 // still be the start of one. Not thread-safe: the caller serializes calls.
-class ResponseBuilder {
+class GrpcResponseBuilder {
  public:
   // `tokenizer` may be null (no text; `stop` must then be empty).
-  ResponseBuilder(const Tokenizer* tokenizer, bool skip_special_tokens,
-                  std::vector<std::string> stop);
+  GrpcResponseBuilder(const Tokenizer* tokenizer, bool skip_special_tokens,
+                      std::vector<std::string> stop);
 
   // Appends the event's tokens, logprobs and newly final text to *out. Returns true exactly once:
   // when a stop string has just matched. The caller must then cancel the request; tokens of this
@@ -81,17 +82,11 @@ class ResponseBuilder {
   // (an ERROR finish, or a deadline that expired).
   absl::Status Finish(const RequestEvent& event, v1::GenerateResponse* out);
 
-  bool stopped() const { return stopped_; }
+  bool stopped() const { return assembler_.stopped(); }
 
  private:
-  void AddText(const std::string& piece, v1::GenerateResponse* out);
-
-  std::optional<IncrementalDecoder> decoder_;
-  std::vector<std::string> stop_;
-  size_t hold_bytes_ = 0;  // longest stop string - 1: text kept back that may begin a match
-  std::string held_;
-  bool stopped_ = false;
-  std::string matched_stop_;
+  // Text, stop strings and unknown ids are handled exactly as over HTTP.
+  OutputAssembler assembler_;
 };
 
 }  // namespace ridge

@@ -68,7 +68,7 @@ class CallBase {
   }
 
  protected:
-  CallBase(Engine* engine, ResponseBuilder builder)
+  CallBase(Engine* engine, GrpcResponseBuilder builder)
       : engine_(engine), builder_(std::move(builder)) {}
 
   // Submits the request from the reactor's constructor. A failure finishes the call with the
@@ -116,7 +116,7 @@ class CallBase {
   Engine* const engine_;
   std::mutex mu_;
   int refs_ = 1;  // gRPC's, until OnDone; +1 for the engine while its request runs
-  ResponseBuilder builder_;
+  GrpcResponseBuilder builder_;
   v1::GenerateResponse pending_;  // accumulated, not yet written
   bool submitted_ = false;
   RequestId id_ = 0;
@@ -167,8 +167,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public CallBase {
  public:
   UnaryCall(Engine* engine, ParsedGenerateRequest parsed, const Tokenizer* tokenizer,
             v1::GenerateResponse* response)
-      : CallBase(engine,
-                 ResponseBuilder(tokenizer, parsed.skip_special_tokens, std::move(parsed.stop))),
+      : CallBase(engine, GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens,
+                                             std::move(parsed.stop))),
         response_(response) {
     Submit(std::move(parsed.engine), [this](const grpc::Status& s) { Finish(s); });
   }
@@ -193,8 +193,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public CallBase {
 class StreamCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>, public CallBase {
  public:
   StreamCall(Engine* engine, ParsedGenerateRequest parsed, const Tokenizer* tokenizer)
-      : CallBase(engine,
-                 ResponseBuilder(tokenizer, parsed.skip_special_tokens, std::move(parsed.stop))) {
+      : CallBase(engine, GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens,
+                                             std::move(parsed.stop))) {
     Submit(std::move(parsed.engine), [this](const grpc::Status& s) { Finish(s); });
   }
 

@@ -4,9 +4,10 @@
 
 namespace ridge {
 
-OutputAssembler::OutputAssembler(const Tokenizer* tokenizer, std::vector<std::string> stops)
+OutputAssembler::OutputAssembler(const Tokenizer* tokenizer, std::vector<std::string> stops,
+                                 bool skip_special_tokens)
     : tokenizer_(tokenizer), matcher_(std::move(stops)) {
-  if (tokenizer_ != nullptr) decoder_.emplace(*tokenizer_, /*skip_special_tokens=*/true);
+  if (tokenizer_ != nullptr) decoder_.emplace(*tokenizer_, skip_special_tokens);
 }
 
 absl::StatusOr<OutputDelta> OutputAssembler::Add(const RequestEvent& event) {

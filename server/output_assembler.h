@@ -27,7 +27,8 @@ struct OutputDelta {
 class OutputAssembler {
  public:
   // `tokenizer` may be null (token ids only: text stays empty); it must outlive this object.
-  OutputAssembler(const Tokenizer* tokenizer, std::vector<std::string> stops);
+  OutputAssembler(const Tokenizer* tokenizer, std::vector<std::string> stops,
+                  bool skip_special_tokens = true);
 
   // Consumes an event's tokens up to a stop-string match; later tokens are dropped.
   absl::StatusOr<OutputDelta> Add(const RequestEvent& event);
@@ -35,6 +36,7 @@ class OutputAssembler {
   absl::StatusOr<OutputDelta> Finish();
 
   bool stopped() const { return matcher_.stopped(); }  // a stop string matched
+  const std::string& matched_stop() const { return matcher_.matched(); }
   int64_t tokens_consumed() const { return tokens_consumed_; }
 
  private:

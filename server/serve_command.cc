@@ -18,6 +18,9 @@
 #include "server/http_server.h"
 #include "server/prometheus_metrics.h"
 #include "tokenizer/chat_template.h"
+#ifdef RIDGE_HAVE_GRPC_SERVICE
+#include "server/grpc_service.h"
+#endif
 #include "tokenizer/tokenizer.h"
 
 namespace ridge {
@@ -26,7 +29,8 @@ namespace {
 constexpr char kUsage[] = R"(usage: ridgeserve serve --model DIR [flags]
 
 Serves the model over HTTP: OpenAI-compatible POST /v1/completions, POST /v1/chat/completions
-(streaming as server-sent events), GET /v1/models, GET /health, GET /ready, GET /metrics.
+(streaming as server-sent events), GET /v1/models, GET /health, GET /ready, GET /metrics; and,
+with --grpc-port, over gRPC: ridgeserve.v1.Generation, grpc.health.v1.Health, reflection.
 SIGTERM or SIGINT drains: new requests get 503, running ones finish within --drain-seconds,
 then the process exits 0.
 
@@ -37,6 +41,8 @@ then the process exits 0.
   --served-model-name NAME     the id clients pass as "model" (default: the model folder's name)
   --host ADDR                  address to listen on (default 127.0.0.1; 0.0.0.0 for all)
   --http-port N                HTTP port (default 8000; 0 picks a free port, logged at start)
+  --grpc-port N                gRPC port on the same --host (0 picks a free port; default: no
+                               gRPC server)
   --http-threads N             connections served at once; a stream holds one for its whole
                                life (default: slots + max-waiting + 16, at most 1024)
   --slots N                    sequences generating at once: the state pool size; each slot
@@ -154,12 +160,21 @@ absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
   known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
-                "max-solver-iterations", "drain-seconds"});
+                "max-solver-iterations", "drain-seconds", "grpc-port"});
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known));
   const sigset_t shutdown_signals = BlockShutdownSignals();
 
   ASSIGN_OR_RETURN(const int64_t port, args.Int("http-port", 8000));
   if (port < 0 || port > 65535) return absl::InvalidArgumentError("--http-port must be 0 to 65535");
+  ASSIGN_OR_RETURN(const int64_t grpc_port, args.Int("grpc-port", -1));
+  if (grpc_port < -1 || grpc_port > 65535) {
+    return absl::InvalidArgumentError("--grpc-port must be 0 to 65535");
+  }
+#ifndef RIDGE_HAVE_GRPC_SERVICE
+  if (grpc_port >= 0) {
+    return absl::FailedPreconditionError("--grpc-port: this build has no gRPC support");
+  }
+#endif
   ASSIGN_OR_RETURN(const double drain_seconds, args.Double("drain-seconds", 30.0));
   if (!(drain_seconds >= 0 && drain_seconds <= 86400)) {
     return absl::InvalidArgumentError("--drain-seconds must be 0 to 86400");
@@ -199,10 +214,16 @@ absl::Status Serve(int argc, char** argv) {
                   http_options);
   const std::string host = args.StringOr("host", "127.0.0.1");
   ASSIGN_OR_RETURN(const int bound_port, http.Bind(host, static_cast<int>(port)));
+#ifdef RIDGE_HAVE_GRPC_SERVICE
+  // Started before the HTTP thread: an error return after that thread exists would terminate.
+  std::unique_ptr<GrpcServer> grpc;
+  if (grpc_port >= 0) {
+    ASSIGN_OR_RETURN(grpc, GrpcServer::Start(engine.get(), tokenizer.tokenizer.get(),
+                                             {.address = absl::StrCat(host, ":", grpc_port),
+                                              .model_name = http_options.model_id}));
+  }
+#endif
   std::thread http_thread([&http] { http.Run(); });
-
-  // gRPC: the gRPC module starts its server here (its own --grpc-port flag), on the same
-  // `backend`, and stops it below next to http.Stop().
 
   Log(LogLevel::kInfo, "serving model '", http_options.model_id, "' on http://", host, ":",
       bound_port, ": ", engine_options.max_slots, " slots x ", config.StateBytes(),
@@ -217,6 +238,9 @@ absl::Status Serve(int argc, char** argv) {
   Log(LogLevel::kInfo, "received ", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
       ": draining (new requests get 503; up to ", drain_seconds, " s for running ones)");
   http.StartDrain();
+#ifdef RIDGE_HAVE_GRPC_SERVICE
+  if (grpc) grpc->SetServing(false);
+#endif
   engine->StartDrain();
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -232,6 +256,10 @@ absl::Status Serve(int argc, char** argv) {
     http.CancelAll();
     http.WaitForActiveRequests(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   }
+#ifdef RIDGE_HAVE_GRPC_SERVICE
+  if (grpc) grpc->Shutdown(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  grpc.reset();
+#endif
   http.Stop();
   http_thread.join();
   engine.reset();

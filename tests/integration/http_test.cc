@@ -2,7 +2,11 @@
 // tokenizer, driven by an HTTP client: unary and streaming generation, determinism, 32
 // concurrent streams during a long prefill, cancellation, deadlines, queue-full, invalid fields,
 // /metrics (and promtool), and draining on SIGTERM.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -411,6 +415,46 @@ TEST(HttpDrainTest, SigtermFinishesRunningStreamsThenExitsZero) {
   EXPECT_EQ(server->Wait(std::chrono::seconds(30)), 0) << server->Log();
   EXPECT_NE(server->Log().find("drained"), std::string::npos) << server->Log();
 }
+
+#ifdef RIDGE_GRPC_CLIENT
+// A free loopback port (released again: the server binds it right after).
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST(CrossTransportTest, SameSeedGivesTheSameTextOverHttpAndGrpc) {
+  const int grpc_port = FreeLoopbackPort();
+  auto server = StartServer({"--grpc-port", std::to_string(grpc_port)}, "cross_transport");
+  ASSERT_NE(server, nullptr);
+  auto client = Client(*server);
+  const json body = {
+      {"prompt", {1, 2, 3, 4}}, {"max_tokens", 12}, {"temperature", 0.8}, {"seed", 5}};
+  const auto http = PostJson(*client, "/v1/completions", body);
+  ASSERT_EQ(http.status, 200) << http.body;
+  const std::string http_text = http.body["choices"][0]["text"];
+
+  const std::string command = std::string(RIDGE_GRPC_CLIENT) +
+                              " --address 127.0.0.1:" + std::to_string(grpc_port) +
+                              " --prompt-ids 1,2,3,4 --max-tokens 12 --temperature 0.8 --seed 5"
+                              " --stream 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string grpc_text;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) grpc_text.append(buffer, n);
+  EXPECT_EQ(pclose(pipe), 0);
+  EXPECT_FALSE(http_text.empty());
+  EXPECT_EQ(grpc_text, http_text);
+}
+#endif
 
 }  // namespace
 }  // namespace ridge

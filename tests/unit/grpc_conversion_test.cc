@@ -238,7 +238,7 @@ struct Streamed {
 Streamed StreamText(const Tokenizer& tokenizer, const std::string& text,
                     std::vector<std::string> stop, RequestEvent final_event = {}) {
   Streamed out;
-  ResponseBuilder builder(&tokenizer, true, std::move(stop));
+  GrpcResponseBuilder builder(&tokenizer, true, std::move(stop));
   auto ids = tokenizer.Encode(text, false);
   EXPECT_TRUE(ids.ok());
   for (int32_t id : *ids) {
@@ -318,7 +318,7 @@ TEST_F(GrpcConversionTest, FinishReasonsAndStatuses) {
        absl::StatusCode::kInternal},
   };
   for (const Case& c : cases) {
-    ResponseBuilder builder(nullptr, true, {});
+    GrpcResponseBuilder builder(nullptr, true, {});
     RequestEvent e;
     e.tokens = {3, 4};
     e.finished = true;
@@ -350,7 +350,7 @@ TEST_F(GrpcConversionTest, FinishReasonsAndStatuses) {
 }
 
 TEST_F(GrpcConversionTest, LogprobsAreParallelToTokens) {
-  ResponseBuilder builder(tokenizer_, true, {});
+  GrpcResponseBuilder builder(tokenizer_, true, {});
   RequestEvent e;
   e.tokens = {70, 71};
   e.logprobs = {LogprobEntry{70, -0.5f, {{70, -0.5f}, {80, -1.5f}}}, LogprobEntry{71, -0.25f, {}}};
