@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh > build.log 2>&1 || { tail -n 50 build.log; exit 1; }
 if [ "$#" -eq 0 ]; then
-  set -- serve --model assets/default-model --http-port 8000
+  set -- serve --model assets/default-model --http-port 8000 --grpc-port 9000
 fi
 exec ./build/server/ridgeserve "$@"
