@@ -43,8 +43,9 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
   if (o.prefill_token_budget < 1) {
     return absl::InvalidArgumentError("prefill token budget must be >= 1");
   }
-  if (o.max_solver_iterations < 1 || o.max_solver_iterations > 1000) {
-    return absl::InvalidArgumentError("max solver iterations must be 1 to 1000");
+  if (o.max_solver_iterations < 1 || o.max_solver_iterations > kSolverIterationLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max solver iterations must be 1 to ", kSolverIterationLimit));
   }
   RETURN_IF_ERROR(ValidateSolverOptions(o.default_solver, o.max_solver_iterations));
   return absl::OkStatus();

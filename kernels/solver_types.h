@@ -10,6 +10,9 @@ namespace ridge {
 
 // The paper's dynamic stopping rule: stop at iteration j when ||r_j|| <= tolerance * ||r_0||,
 // or when j reaches max_iterations. tolerance 0 always runs max_iterations (FLA's behaviour).
+// No request, flag or config may ask for more CG iterations than this: bounded compute per token.
+inline constexpr int32_t kSolverIterationLimit = 1000;
+
 struct SolverOptions {
   float tolerance = 0.0f;
   int32_t max_iterations = 30;

@@ -17,8 +17,6 @@ namespace {
 
 // FLA's l2norm adds this to the sum of squares of q and k.
 constexpr float kL2NormEps = 1e-6f;
-// Solver iterations are bounded so a request cannot buy unbounded compute.
-constexpr int32_t kMaxSolverIterations = 1000;
 
 }  // namespace
 
@@ -64,7 +62,7 @@ absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, Logits
     if (chunk.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": no tokens to process"));
     }
-    RETURN_IF_ERROR(ValidateSolverOptions(chunk.solver, kMaxSolverIterations));
+    RETURN_IF_ERROR(ValidateSolverOptions(chunk.solver, kSolverIterationLimit));
     for (int32_t token : chunk.tokens) {
       if (token < 0 || token >= v) {
         return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": token id ", token,

@@ -35,13 +35,13 @@ absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args,
   ASSIGN_OR_RETURN(const double tolerance, args.Double("solver-tolerance", 0.0));
   ASSIGN_OR_RETURN(const int64_t iterations,
                    args.Int("solver-max-iterations", config.max_cg_step_decoding));
-  if (iterations < 1 || iterations > 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--solver-max-iterations ", iterations, " must be 1 to 1000"));
+  if (iterations < 1 || iterations > kSolverIterationLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("--solver-max-iterations ", iterations,
+                                                   " must be 1 to ", kSolverIterationLimit));
   }
   options.tolerance = static_cast<float>(tolerance);
   options.max_iterations = static_cast<int32_t>(iterations);
-  RETURN_IF_ERROR(ValidateSolverOptions(options, 1000));
+  RETURN_IF_ERROR(ValidateSolverOptions(options, kSolverIterationLimit));
   return options;
 }
 

@@ -141,9 +141,9 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args,
     return absl::InvalidArgumentError("--max-prompt-tokens must be >= 1");
   ASSIGN_OR_RETURN(const int64_t max_iterations,
                    args.Int("max-solver-iterations", o.max_solver_iterations));
-  if (max_iterations < 1 || max_iterations > 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-solver-iterations ", max_iterations, " must be 1 to 1000"));
+  if (max_iterations < 1 || max_iterations > kSolverIterationLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-solver-iterations ", max_iterations,
+                                                   " must be 1 to ", kSolverIterationLimit));
   }
   o.max_solver_iterations = static_cast<int32_t>(max_iterations);
   ASSIGN_OR_RETURN(o.default_solver, SolverOptionsFromFlags(args, config));
