@@ -1,6 +1,7 @@
 // ridgeserve serve: load a model and serve it over HTTP (OpenAI-compatible API, /metrics,
 // health) until SIGTERM or SIGINT, then drain.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -46,7 +47,9 @@ then the process exits 0.
   --http-threads N             connections served at once; a stream holds one for its whole
                                life (default: slots + max-waiting + 16, at most 1024)
   --slots N                    sequences generating at once: the state pool size; each slot
-                               holds one fixed-size state (see the start-up log) (default 64)
+                               holds one fixed-size state (see the start-up log). Default: 64,
+                               or fewer if half of the available memory cannot hold them; a
+                               larger value is clamped to that bound with a warning
   --max-waiting N              requests queued for a slot beyond the running ones; more are
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
@@ -125,10 +128,27 @@ absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model
   return out;
 }
 
+// How many sequence states fit in half of the memory available now (at least one).
+int64_t SlotsThatFit(int64_t state_bytes) {
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 1 << 20;  // unknown: no clamp
+  const int64_t available = static_cast<int64_t>(pages) * page_size;
+  return std::max<int64_t>(1, available / 2 / std::max<int64_t>(state_bytes, 1));
+}
+
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args,
                                                      const MesaNetConfig& config) {
   EngineOptions o;
   ASSIGN_OR_RETURN(o.max_slots, args.Int("slots", o.max_slots));
+  if (o.max_slots < 1) return absl::InvalidArgumentError("--slots must be >= 1");
+  // The pool is allocated up front: say how many states fit instead of failing later.
+  const int64_t fit = SlotsThatFit(config.StateBytes());
+  if (o.max_slots > fit) {
+    Log(LogLevel::kWarning, "--slots ", o.max_slots, ": only ", fit, " states of ",
+        config.StateBytes(), " bytes fit in half of the available memory; using ", fit);
+    o.max_slots = fit;
+  }
   ASSIGN_OR_RETURN(o.max_waiting, args.Int("max-waiting", o.max_waiting));
   ASSIGN_OR_RETURN(o.prefill_token_budget,
                    args.Int("prefill-token-budget", o.prefill_token_budget));
