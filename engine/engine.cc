@@ -194,6 +194,7 @@ void Engine::Loop() {
   const absl::Status down = absl::CancelledError("the server is shutting down");
   for (auto& seq : running_) Finish(*seq, FinishReason::kCancelled, down);
   for (auto& seq : waiting_) Finish(*seq, FinishReason::kCancelled, down);
+  DeliverEvents();
 }
 
 void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
@@ -211,7 +212,7 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
   event.status = std::move(status);
   event.usage = seq.usage;
   if (observer_ != nullptr) observer_->OnRequestFinished(reason, event.status, seq.usage);
-  seq.sink->OnEvent(std::move(event));
+  outbox_.emplace_back(seq.sink, std::move(event));
   seq.pending = RequestEvent{};
 }
 
@@ -277,7 +278,7 @@ bool Engine::Advance(Sequence& seq, std::span<const float> logits, SteadyTime no
     return false;
   }
   seq.pending.id = seq.id;
-  seq.sink->OnEvent(std::move(seq.pending));
+  outbox_.emplace_back(seq.sink, std::move(seq.pending));
   seq.pending = RequestEvent{};
   return true;
 }
@@ -387,6 +388,12 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
     report.slots_total = snap.slots_total;
     observer_->OnStep(report);
   }
+  DeliverEvents();
+}
+
+void Engine::DeliverEvents() {
+  for (auto& [sink, event] : outbox_) sink->OnEvent(std::move(event));
+  outbox_.clear();
 }
 
 void Engine::PublishSnapshot() {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,6 +71,9 @@ class Engine {
   bool Advance(Sequence& seq, std::span<const float> logits, SteadyTime now);
   void Finish(Sequence& seq, FinishReason reason, absl::Status status);
   void PublishSnapshot();
+  // Sends the step's events once its metrics are recorded, so a client that has its answer
+  // and then scrapes /metrics sees the step that produced it.
+  void DeliverEvents();
 
   const MesaNetModel* model_;
   EngineOptions options_;
@@ -91,6 +95,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<MesaState> slots_;
   std::vector<int64_t> free_slots_;
+  std::vector<std::pair<std::shared_ptr<RequestSink>, RequestEvent>> outbox_;
   std::thread thread_;
 };
 
