@@ -29,7 +29,7 @@ struct Engine::Sequence {
   int64_t prompt_done = 0;
   std::vector<int32_t> generated;
   int32_t next_token = 0;
-  SteadyTime submitted, admitted, last_token;
+  SteadyTime submitted, last_token;
   bool has_token = false;
   RequestUsage usage;
   RequestEvent pending;  // tokens of this step, sent once the step is over
@@ -309,7 +309,6 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
     seq->slot = free_slots_.back();
     free_slots_.pop_back();
     slots_[seq->slot].Reset();
-    seq->admitted = step_start;
     seq->usage.queue_seconds = Seconds(seq->submitted, step_start);
     running_.push_back(std::move(seq));
   }

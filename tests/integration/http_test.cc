@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/integration/server_process.h"
+#include "tests/server/documented_metrics.h"
 #include "tests/server/http_test_client.h"
 #include "tests/server/tiny_tokenizer.h"
 
@@ -275,15 +276,7 @@ TEST_F(HttpIntegrationTest, MetricsHaveTheDocumentedNamesAndPassPromtool) {
   // Something to count first.
   PostJson(*client_, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 2}});
   const std::string text = Metrics(*client_);
-  for (const char* name :
-       {"ridgeserve_requests_total", "ridgeserve_request_duration_seconds",
-        "ridgeserve_time_to_first_token_seconds", "ridgeserve_inter_token_latency_seconds",
-        "ridgeserve_queue_time_seconds", "ridgeserve_prompt_tokens_total",
-        "ridgeserve_generation_tokens_total", "ridgeserve_requests_running",
-        "ridgeserve_requests_waiting", "ridgeserve_state_slots_used",
-        "ridgeserve_state_slots_total", "ridgeserve_batch_size", "ridgeserve_step_duration_seconds",
-        "ridgeserve_solver_iterations", "ridgeserve_solver_relative_residual",
-        "ridgeserve_solver_capped_total"}) {
+  for (const char* name : testing::kDocumentedMetricNames) {
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   }
   EXPECT_EQ(MetricValue(text, "ridgeserve_state_slots_total"), 48);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/server/documented_metrics.h"
+
 namespace ridge {
 namespace {
 
@@ -13,15 +15,7 @@ bool Has(const std::string& text, const std::string& needle) {
 TEST(PrometheusMetricsTest, ExposesEveryDocumentedName) {
   PrometheusMetrics metrics;
   const std::string text = metrics.Serialize();
-  for (const char* name :
-       {"ridgeserve_requests_total", "ridgeserve_request_duration_seconds",
-        "ridgeserve_time_to_first_token_seconds", "ridgeserve_inter_token_latency_seconds",
-        "ridgeserve_queue_time_seconds", "ridgeserve_prompt_tokens_total",
-        "ridgeserve_generation_tokens_total", "ridgeserve_requests_running",
-        "ridgeserve_requests_waiting", "ridgeserve_state_slots_used",
-        "ridgeserve_state_slots_total", "ridgeserve_batch_size", "ridgeserve_step_duration_seconds",
-        "ridgeserve_solver_iterations", "ridgeserve_solver_relative_residual",
-        "ridgeserve_solver_capped_total"}) {
+  for (const char* name : testing::kDocumentedMetricNames) {
     EXPECT_TRUE(Has(text, std::string("# TYPE ") + name + " ")) << name << "\n" << text;
   }
   EXPECT_TRUE(Has(text, "# TYPE ridgeserve_requests_total counter"));

@@ -20,7 +20,6 @@ class CollectingSink : public RequestSink {
     std::lock_guard<std::mutex> lock(mutex_);
     tokens_.insert(tokens_.end(), event.tokens.begin(), event.tokens.end());
     for (auto& lp : event.logprobs) logprobs_.push_back(lp);
-    ++events_;
     if (event.finished) {
       EXPECT_FALSE(final_.has_value()) << "two final events";
       final_ = std::move(event);
@@ -50,7 +49,6 @@ class CollectingSink : public RequestSink {
   std::condition_variable changed_;
   std::vector<int32_t> tokens_;
   std::vector<LogprobEntry> logprobs_;
-  int events_ = 0;
   std::optional<RequestEvent> final_;
 };
 

@@ -1,0 +1,23 @@
+// The metric names docs/DESIGN.md promises, checked by the unit and integration tests alike.
+#pragma once
+
+namespace ridge::testing {
+
+inline constexpr const char* kDocumentedMetricNames[] = {"ridgeserve_requests_total",
+                                                         "ridgeserve_request_duration_seconds",
+                                                         "ridgeserve_time_to_first_token_seconds",
+                                                         "ridgeserve_inter_token_latency_seconds",
+                                                         "ridgeserve_queue_time_seconds",
+                                                         "ridgeserve_prompt_tokens_total",
+                                                         "ridgeserve_generation_tokens_total",
+                                                         "ridgeserve_requests_running",
+                                                         "ridgeserve_requests_waiting",
+                                                         "ridgeserve_state_slots_used",
+                                                         "ridgeserve_state_slots_total",
+                                                         "ridgeserve_batch_size",
+                                                         "ridgeserve_step_duration_seconds",
+                                                         "ridgeserve_solver_iterations",
+                                                         "ridgeserve_solver_relative_residual",
+                                                         "ridgeserve_solver_capped_total"};
+
+}  // namespace ridge::testing
