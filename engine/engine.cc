@@ -7,6 +7,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/scheduler_policy.h"
+#include "models/cpu_backend.h"
 
 namespace ridge {
 namespace {
@@ -55,16 +56,34 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const MesaNetModel* model
                                                        const EngineOptions& options,
                                                        EngineObserver* observer) {
   RETURN_IF_ERROR(ValidateEngineOptions(options));
-  std::unique_ptr<Engine> engine(new Engine(model, options, observer));
+  auto backend = std::make_unique<CpuBackend>(model, options.max_slots);
+  ModelBackend* raw = backend.get();
+  std::unique_ptr<Engine> engine(new Engine(raw, std::move(backend), options, observer));
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
 }
 
-Engine::Engine(const MesaNetModel* model, const EngineOptions& options, EngineObserver* observer)
-    : model_(model), options_(options), observer_(observer) {
-  slots_.reserve(options.max_slots);
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelBackend* backend,
+                                                       const EngineOptions& options,
+                                                       EngineObserver* observer) {
+  RETURN_IF_ERROR(ValidateEngineOptions(options));
+  if (backend->num_slots() < options.max_slots) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", std::string(backend->name()),
+                                                   " backend has ", backend->num_slots(),
+                                                   " state slots, fewer than ", options.max_slots));
+  }
+  std::unique_ptr<Engine> engine(new Engine(backend, nullptr, options, observer));
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backend,
+               const EngineOptions& options, EngineObserver* observer)
+    : backend_(backend),
+      owned_backend_(std::move(owned_backend)),
+      options_(options),
+      observer_(observer) {
   for (int64_t i = 0; i < options.max_slots; ++i) {
-    slots_.push_back(model->NewState());
     free_slots_.push_back(options.max_slots - 1 - i);  // hand out slot 0 first
   }
   snapshot_.slots_total = options.max_slots;
@@ -80,7 +99,7 @@ Engine::~Engine() {
 }
 
 absl::Status Engine::Validate(const EngineRequest& request) const {
-  const int64_t vocab = model_->config().vocab_size;
+  const int64_t vocab = backend_->config().vocab_size;
   if (request.prompt.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
   if (static_cast<int64_t>(request.prompt.size()) > options_.max_prompt_tokens) {
     return absl::OutOfRangeError(absl::StrCat("prompt: ", request.prompt.size(),
@@ -113,7 +132,8 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
   absl::Status status = Validate(request);
   absl::StatusOr<Sampler> sampler = absl::UnknownError("unset");
   if (status.ok()) {
-    sampler = Sampler::Create(request.sampling, static_cast<int32_t>(model_->config().vocab_size));
+    sampler =
+        Sampler::Create(request.sampling, static_cast<int32_t>(backend_->config().vocab_size));
     status = sampler.status();
   }
   std::unique_lock<std::mutex> lock(mutex_);
@@ -261,7 +281,7 @@ bool Engine::Advance(Sequence& seq, std::span<const float> logits, SteadyTime no
     Finish(seq, FinishReason::kStop, absl::OkStatus());
     return false;
   }
-  if (!p.ignore_eos && token == model_->config().eos_token_id) {
+  if (!p.ignore_eos && token == backend_->config().eos_token_id) {
     Finish(seq, FinishReason::kEos, absl::OkStatus());
     return false;
   }
@@ -308,7 +328,11 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
     RIDGE_CHECK(seq->id == plan.admit[i] && !free_slots_.empty());
     seq->slot = free_slots_.back();
     free_slots_.pop_back();
-    slots_[seq->slot].Reset();
+    if (const absl::Status reset = backend_->ResetSlot(seq->slot); !reset.ok()) {
+      Log(LogLevel::kError, "request ", seq->id, ": state reset failed: ", reset.ToString());
+      Finish(*seq, FinishReason::kError, absl::InternalError(reset.ToString()));
+      continue;
+    }
     seq->usage.queue_seconds = Seconds(seq->submitted, step_start);
     running_.push_back(std::move(seq));
   }
@@ -325,12 +349,12 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
     RIDGE_CHECK(false);
   };
   std::vector<Sequence*> members;
-  std::vector<SequenceChunk> chunks;
+  std::vector<SlotChunk> chunks;
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
   StepReport report;
   for (const auto& [id, n] : plan.prefill) {
     Sequence& seq = find(id);
-    chunks.push_back({&slots_[seq.slot],
+    chunks.push_back({seq.slot,
                       std::span<const int32_t>(seq.request.prompt).subspan(seq.prompt_done, n),
                       seq.solver, &step_stats[chunks.size()], SolvePhase::kPrefill});
     members.push_back(&seq);
@@ -338,7 +362,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
   }
   for (RequestId id : plan.decode) {
     Sequence& seq = find(id);
-    chunks.push_back({&slots_[seq.slot],
+    chunks.push_back({seq.slot,
                       {&seq.next_token, 1},
                       seq.solver,
                       &step_stats[chunks.size()],
@@ -350,10 +374,10 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
 
   if (!chunks.empty()) {
     std::vector<float> logits;
-    const absl::Status status = model_->Forward(chunks, LogitsFor::kLastToken, &logits);
+    const absl::Status status = backend_->Forward(chunks, LogitsFor::kLastToken, &logits);
     const SteadyTime now = std::chrono::steady_clock::now();
     report.seconds = Seconds(step_start, now);
-    const int64_t vocab = model_->config().vocab_size;
+    const int64_t vocab = backend_->config().vocab_size;
     std::vector<RequestId> finished;
     for (size_t i = 0; i < chunks.size(); ++i) {
       Sequence& seq = *members[i];

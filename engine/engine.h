@@ -17,6 +17,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "models/mesanet_model.h"
+#include "models/model_backend.h"
 
 namespace ridge {
 
@@ -39,8 +40,13 @@ struct EngineSnapshot {
 
 class Engine {
  public:
-  // Starts the scheduler thread. `model` and `observer` (may be null) must outlive the engine.
+  // Starts the scheduler thread on a CPU backend with options.max_slots states. `model` and
+  // `observer` (may be null) must outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const MesaNetModel* model,
+                                                        const EngineOptions& options,
+                                                        EngineObserver* observer);
+  // Same on any backend; it must have at least options.max_slots slots and outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(ModelBackend* backend,
                                                         const EngineOptions& options,
                                                         EngineObserver* observer);
   ~Engine();  // cancels everything still running and joins the thread
@@ -56,12 +62,13 @@ class Engine {
   bool WaitIdle(SteadyTime deadline);
 
   EngineSnapshot Snapshot() const;
-  const MesaNetModel& model() const { return *model_; }
+  const MesaNetConfig& config() const { return backend_->config(); }
   const EngineOptions& options() const { return options_; }
 
  private:
   struct Sequence;
-  Engine(const MesaNetModel* model, const EngineOptions& options, EngineObserver* observer);
+  Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backend,
+         const EngineOptions& options, EngineObserver* observer);
   absl::Status Validate(const EngineRequest& request) const;
   void Loop();
   // One scheduling step on the engine thread, without the lock held.
@@ -75,7 +82,8 @@ class Engine {
   // and then scrapes /metrics sees the step that produced it.
   void DeliverEvents();
 
-  const MesaNetModel* model_;
+  ModelBackend* backend_;
+  std::unique_ptr<ModelBackend> owned_backend_;
   EngineOptions options_;
   EngineObserver* observer_;
 
@@ -93,7 +101,6 @@ class Engine {
   // Owned by the scheduler thread.
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
-  std::vector<MesaState> slots_;
   std::vector<int64_t> free_slots_;
   std::vector<std::pair<std::shared_ptr<RequestSink>, RequestEvent>> outbox_;
   std::thread thread_;

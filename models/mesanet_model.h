@@ -39,6 +39,7 @@ class MesaNetModel {
   MesaNetModel(MesaNetConfig config, MesaNetWeights weights);
 
   const MesaNetConfig& config() const { return config_; }
+  const MesaNetWeights& weights() const { return weights_; }
   MesaState NewState() const { return MesaState(config_); }
 
   // Advances every chunk's state over its tokens. `logits` receives [rows, vocab] floats:

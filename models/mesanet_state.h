@@ -29,6 +29,7 @@ class MesaState {
   void AddTokens(int64_t n) { tokens_ += n; }
 
   std::span<const float> data() const { return data_; }
+  std::span<float> mutable_data() { return data_; }
   void Reset();
 
   // A self-describing binary snapshot; Restore checks that it fits this model.

@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/engine.h"
+#include "server/backend_selection.h"
 #include "server/command_support.h"
 #include "server/commands.h"
 #include "server/generation_backend.h"
@@ -46,6 +47,9 @@ then the process exits 0.
                                gRPC server)
   --http-threads N             connections served at once; a stream holds one for its whole
                                life (default: slots + max-waiting + 16, at most 1024)
+  --device auto|cpu|cuda       where the model runs and its states live (default auto: the GPU
+                               when this build has CUDA and one is present, else the CPU)
+  --cuda-device N              which GPU with --device cuda or auto (default 0)
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64,
                                or fewer if half of the available memory cannot hold them; a
@@ -181,6 +185,7 @@ absl::Status Serve(int argc, char** argv) {
   known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
                 "max-solver-iterations", "drain-seconds", "grpc-port"});
+  known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known));
   const sigset_t shutdown_signals = BlockShutdownSignals();
 
@@ -226,9 +231,11 @@ absl::Status Serve(int argc, char** argv) {
   }
   http_options.worker_threads = static_cast<int>(http_threads);
 
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> model_backend,
+                   CreateBackendFromFlags(args, model.get(), engine_options.max_slots));
   PrometheusMetrics metrics;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                   Engine::Create(model.get(), engine_options, &metrics));
+                   Engine::Create(model_backend.get(), engine_options, &metrics));
   EngineBackend backend(engine.get());
   HttpServer http(&backend, tokenizer.tokenizer.get(), tokenizer.chat_template.get(), &metrics,
                   http_options);

@@ -1,0 +1,64 @@
+// Chunked MesaNet prefill on the GPU (spec: shared/specs/mesanet.md, section 5). Every prompt
+// is cut into chunks of kPrefillChunk tokens and a layer's token mixer runs as four launches:
+//
+//  1. Prepare, per (chunk, head): short convolution (continuing from the slot's raw tails),
+//     SiLU, L2 norms of q and k, log forget gate and input gate of every token.
+//  2. Tails, per sequence: the new raw q/k tails into the slot.
+//  3. Chunk states, per (sequence, head, matrix, 32-row block): Hs and Gs at every chunk start
+//     by the rank-1 recurrence (they do not depend on the solves), and the final state straight
+//     into the slot.
+//  4. Solve, per (chunk, head): all tokens of the chunk run CG together, each product
+//     (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32, about fp32
+//     accuracy), each token with its own stopping rule; then the readout o_t = Gs_t^T x_t the
+//     same way, the per-head output norm and the optional gate.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/mesa_recurrence.h"
+
+namespace ridge::cuda {
+
+inline constexpr int kPrefillChunk = 64;
+
+// Device arrays describing the prefill sequences of a step (indexed j) and their chunks (c).
+struct PrefillTable {
+  const int32_t* row_begin;       // [j] first row of sequence j in the step's activations
+  const int32_t* row_count;       // [j]
+  const int32_t* slot;            // [j]
+  const float* tolerance;         // [j]
+  const int32_t* max_iterations;  // [j]
+  const int32_t* chunk_begin;     // [j] index of its first chunk
+  const int32_t* chunk_sequence;  // [c] the sequence j of chunk c
+  int32_t num_sequences;
+  int32_t num_chunks;
+};
+
+struct MesaPrefillArgs {
+  MesaLayerTensors weights;
+  PrefillTable table;
+  int32_t num_heads, head_dim, conv_size;
+  bool output_gate;
+  float norm_eps;
+  const float* proj;  // [rows, proj_cols]: q | k | v | (g) | a | b
+  int32_t proj_cols;
+  float* state_pool;  // slot layout as MesaRecurrenceArgs
+  int64_t slot_floats;
+  int64_t layer_floats;
+  int32_t layer;
+  // Scratch: normalised q and k [rows, K], log forget gate and input gate [rows, H] each, and
+  // the chunk-start states [num_chunks, H, 2, D, D].
+  float* q_norm;
+  float* k_norm;
+  float* log_gamma;
+  float* beta;
+  float* chunk_states;
+  void* out_bf16;           // [rows, K]
+  SolveCounters* counters;  // [num_sequences * H], indexed by j
+};
+
+cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream);
+
+}  // namespace ridge::cuda

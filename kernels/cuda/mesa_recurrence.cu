@@ -1,0 +1,367 @@
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/mesa_recurrence.h"
+
+namespace ridge::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr float kL2NormEps = 1e-6f;  // FLA's l2norm adds this to the sum of squares
+
+__device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Shared-memory layout of one block (floats).
+template <int D>
+struct Layout {
+  static constexpr int kCols4 = D / 4;              // float4 column groups of a row
+  static constexpr int kParts = kThreads / kCols4;  // row partitions of a matrix-vector product
+  static constexpr int kRows = D / kParts;          // rows per partition
+  static constexpr int kHs = 0;
+  static constexpr int kPartial = kHs + D * D;
+  static constexpr int kQ = kPartial + kParts * D;
+  static constexpr int kK = kQ + D;
+  static constexpr int kV = kK + D;
+  static constexpr int kP = kV + D;
+  static constexpr int kX = kP + D;
+  static constexpr int kReduce = kX + D;  // two alternating regions of kWarps floats
+  static constexpr int kTotal = kReduce + 2 * kWarps;
+  static_assert(kParts * kRows == D && kCols4 * kParts == kThreads, "bad tiling");
+};
+
+// Block-wide sum; every thread gets the result. Alternating regions make one barrier enough.
+__device__ __forceinline__ float BlockSum(float v, float* reduce, int& region) {
+  v = WarpSum(v);
+  float* slots = reduce + region * kWarps;
+  region ^= 1;
+  if ((threadIdx.x & 31) == 0) slots[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += slots[w];
+  return total;
+}
+
+// Column form of y = Hs v: thread (part, c4) sums its rows for columns 4c4..4c4+3; Hs is
+// symmetric, so column j of the sum is row j. Returns y[tid] (plus lambda v) for tid < D.
+// Callers must have published v in smem and synchronised.
+template <int D>
+__device__ __forceinline__ float SystemProduct(const float* smem, const float* v, float* partial,
+                                               float lambda_i, float v_i) {
+  using L = Layout<D>;
+  const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
+  const float4* hs4 = reinterpret_cast<const float4*>(smem + L::kHs);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int r = 0; r < L::kRows; ++r) {
+    const int row = part * L::kRows + r;
+    const float4 h = hs4[row * L::kCols4 + c4];
+    const float s = v[row];
+    acc.x += h.x * s;
+    acc.y += h.y * s;
+    acc.z += h.z * s;
+    acc.w += h.w * s;
+  }
+  reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
+  __syncthreads();
+  float y = 0.0f;
+  if (threadIdx.x < D) {
+#pragma unroll
+    for (int p = 0; p < L::kParts; ++p) y += partial[p * D + threadIdx.x];
+    y += lambda_i * v_i;
+  }
+  return y;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceArgs a) {
+  using L = Layout<D>;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* hs = smem + L::kHs;
+  float* partial = smem + L::kPartial;
+  float* q_s = smem + L::kQ;
+  float* k_s = smem + L::kK;
+  float* v_s = smem + L::kV;
+  float* p_s = smem + L::kP;
+  float* x_s = smem + L::kX;
+  float* reduce = smem + L::kReduce;
+  int region = 0;
+
+  const int tid = threadIdx.x;
+  const int seq = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
+  const int H = a.num_heads, K = H * D, W = a.conv_size;
+  const int begin = a.sequences.row_begin[seq], count = a.sequences.row_count[seq];
+  if (count == 0) return;  // padding of a captured batch-size bucket: no slot, no rows
+  const float tolerance = a.sequences.tolerance[seq];
+  const int max_iterations = a.sequences.max_iterations[seq];
+  const bool jacobi = a.sequences.jacobi_start[seq] != 0;
+
+  float* layer_state =
+      a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer * a.layer_floats;
+  float* g_hs = layer_state + static_cast<int64_t>(head) * D * D;
+  float* g_gs = layer_state + static_cast<int64_t>(H + head) * D * D;
+  float* q_tail = layer_state + 2 * static_cast<int64_t>(H) * D * D;  // [W-1, K]
+  float* k_tail = q_tail + static_cast<int64_t>(W - 1) * K;
+
+  {
+    // Batches of independent 16-byte loads in flight, not one round trip per load.
+    constexpr int kLoads = D * D / 4 / kThreads, kBatch = kLoads < 8 ? kLoads : 8;
+    float4* dst = reinterpret_cast<float4*>(hs);
+    const float4* src = reinterpret_cast<const float4*>(g_hs);
+#pragma unroll
+    for (int b = 0; b < kLoads; b += kBatch) {
+      float4 staged[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) staged[i] = src[tid + (b + i) * kThreads];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) dst[tid + (b + i) * kThreads] = staged[i];
+    }
+  }
+
+  // Threads [0, D) convolve q channel head*D + tid, threads [D, 2D) the k channel.
+  const bool conv_thread = tid < 2 * D;
+  const int conv_which = tid / D;
+  const int lane_ch = tid % D;
+  const int channel = head * D + lane_ch;
+  float tail[kMaxConvSize - 1];
+  float conv_w[kMaxConvSize];
+  float* my_tail = conv_which == 0 ? q_tail : k_tail;
+  if (conv_thread) {
+    const float* w = (conv_which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
+#pragma unroll
+    for (int j = 0; j < kMaxConvSize; ++j) conv_w[j] = j < W ? w[j] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxConvSize - 1; ++j)
+      tail[j] = j < W - 1 ? my_tail[static_cast<int64_t>(j) * K + channel] : 0.0f;
+  }
+  const float lambda_i = tid < D ? a.weights.lambda[head * D + tid] : 0.0f;
+  const float o_norm_i = tid < D ? a.weights.o_norm[tid] : 0.0f;
+  const float a_bias = a.weights.a_bias[head], b_bias = a.weights.b_bias[head];
+  const int a_col = a.proj_cols - 2 * H, b_col = a.proj_cols - H;
+  SolveCounters counters{0, 0, 0, 0, 0.0f, 0.0f};
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16);
+
+  for (int t = 0; t < count; ++t) {
+    const int64_t row = begin + t;
+    const float* pr = a.proj + row * a.proj_cols;
+
+    // Short convolution, SiLU, L2 norm of q (warps of threads < D) and k (the next D threads).
+    float val = 0.0f;
+    if (conv_thread) {
+      const float raw = pr[conv_which * K + channel];
+      // Tap j reads the tail for j < W-1 and the current token at j = W-1 (compile-time
+      // indices only, so the tail stays in registers).
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMaxConvSize; ++j) {
+        const float x = j < W - 1 ? tail[j < kMaxConvSize - 1 ? j : 0] : (j == W - 1 ? raw : 0.0f);
+        sum += conv_w[j] * x;
+      }
+#pragma unroll
+      for (int j = 0; j < kMaxConvSize - 1; ++j) {
+        if (j < W - 2) {
+          tail[j] = tail[j + 1 < kMaxConvSize - 1 ? j + 1 : j];
+        } else if (j == W - 2) {
+          tail[j] = raw;
+        }
+      }
+      val = Silu(sum);
+    }
+    {
+      const float sq = WarpSum(val * val);
+      float* slots = reduce + region * kWarps;
+      region ^= 1;
+      if ((tid & 31) == 0) slots[tid >> 5] = sq;
+      if (tid < D) v_s[tid] = pr[2 * K + head * D + tid];
+      __syncthreads();
+      if (conv_thread) {
+        constexpr int kVecWarps = D / 32;
+        float total = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kVecWarps; ++w) total += slots[conv_which * kVecWarps + w];
+        (conv_which == 0 ? q_s : k_s)[lane_ch] = val / sqrtf(total + kL2NormEps);
+      }
+    }
+    const float gamma = Sigmoid(pr[a_col + head] + a_bias);
+    const float beta = Sigmoid(pr[b_col + head] + b_bias);
+    __syncthreads();
+
+    // Hs = gamma Hs + beta k k^T, each thread on its own float4 tiles.
+    {
+      const int c4 = tid % L::kCols4, part = tid / L::kCols4;
+      float4* hs4 = reinterpret_cast<float4*>(hs);
+      const float4 kc = reinterpret_cast<const float4*>(k_s)[c4];
+#pragma unroll
+      for (int r = 0; r < L::kRows; ++r) {
+        const int i = part * L::kRows + r;
+        const float bk = beta * k_s[i];
+        float4 h = hs4[i * L::kCols4 + c4];
+        h.x = gamma * h.x + bk * kc.x;
+        h.y = gamma * h.y + bk * kc.y;
+        h.z = gamma * h.z + bk * kc.z;
+        h.w = gamma * h.w + bk * kc.w;
+        hs4[i * L::kCols4 + c4] = h;
+      }
+    }
+    __syncthreads();
+
+    // CG on (Hs + diag(lambda)) x = q; element i = tid lives in threads < D.
+    const float q_i = tid < D ? q_s[tid] : 0.0f;
+    float x_i = 0.0f, r_i = q_i;
+    if (jacobi) {
+      x_i = tid < D ? q_i / (hs[tid * D + tid] + lambda_i) : 0.0f;
+      if (tid < D) p_s[tid] = x_i;
+      __syncthreads();
+      const float ax = SystemProduct<D>(smem, p_s, partial, lambda_i, x_i);
+      r_i = tid < D ? q_i - ax : 0.0f;
+    }
+    float p_i = r_i;
+    float delta = BlockSum(r_i * r_i, reduce, region);
+    const float initial_norm = sqrtf(delta);
+    const float stop_norm = tolerance * initial_norm;
+    int iteration = 0;
+    float relative_residual = 0.0f;
+    bool capped = false;
+    if (initial_norm > 0.0f) {
+      auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
+      if (!converged(delta)) {
+        for (; iteration < max_iterations; ++iteration) {
+          if (tid < D) p_s[tid] = p_i;
+          __syncthreads();
+          const float ap_i = SystemProduct<D>(smem, p_s, partial, lambda_i, p_i);
+          const float p_ap = BlockSum(p_i * ap_i, reduce, region);
+          // A is SPD, so p^T A p <= 0 only when p vanished: the residual is at rounding level.
+          if (!(p_ap > 0.0f)) break;
+          const float alpha = delta / p_ap;
+          x_i += alpha * p_i;
+          r_i -= alpha * ap_i;
+          const float delta_new = BlockSum(r_i * r_i, reduce, region);
+          p_i = r_i + (delta_new / delta) * p_i;
+          delta = delta_new;
+          if (delta == 0.0f || converged(delta)) {
+            ++iteration;
+            break;
+          }
+        }
+      }
+      relative_residual = sqrtf(delta) / initial_norm;
+      capped = iteration >= max_iterations && !converged(delta);
+    }
+    if (tid == 0) {
+      counters.solves += 1;
+      counters.total_iterations += iteration;
+      counters.max_iterations = max(counters.max_iterations, iteration);
+      counters.capped += capped ? 1 : 0;
+      counters.sum_residual += relative_residual;
+      counters.max_residual = fmaxf(counters.max_residual, relative_residual);
+    }
+    if (tid < D) x_s[tid] = x_i;
+    __syncthreads();
+
+    // Gs = gamma Gs + beta k v^T streamed through once, with the readout o = Gs^T x.
+    {
+      const int c4 = tid % L::kCols4, part = tid / L::kCols4;
+      float4* gs4 = reinterpret_cast<float4*>(g_gs);
+      const float4 vc = reinterpret_cast<const float4*>(v_s)[c4];
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      constexpr int kBatch = L::kRows < 8 ? L::kRows : 8;
+#pragma unroll
+      for (int b = 0; b < L::kRows; b += kBatch) {
+        float4 g[kBatch];  // all loads of the batch in flight before the first use
+#pragma unroll
+        for (int r = 0; r < kBatch; ++r) g[r] = gs4[(part * L::kRows + b + r) * L::kCols4 + c4];
+#pragma unroll
+        for (int r = 0; r < kBatch; ++r) {
+          const int i = part * L::kRows + b + r;
+          const float bk = beta * k_s[i], xi = x_s[i];
+          g[r].x = gamma * g[r].x + bk * vc.x;
+          g[r].y = gamma * g[r].y + bk * vc.y;
+          g[r].z = gamma * g[r].z + bk * vc.z;
+          g[r].w = gamma * g[r].w + bk * vc.w;
+          gs4[i * L::kCols4 + c4] = g[r];
+          acc.x += xi * g[r].x;
+          acc.y += xi * g[r].y;
+          acc.z += xi * g[r].z;
+          acc.w += xi * g[r].w;
+        }
+      }
+      reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
+    }
+    __syncthreads();
+    float o_i = 0.0f;
+    if (tid < D) {
+#pragma unroll
+      for (int p = 0; p < L::kParts; ++p) o_i += partial[p * D + tid];
+    }
+    // Per-head RMSNorm over D with the shared weight, then the optional gate silu(g).
+    const float mean_sq = BlockSum(o_i * o_i, reduce, region) / D;
+    if (tid < D) {
+      float o = o_i * rsqrtf(mean_sq + a.norm_eps) * o_norm_i;
+      if (a.output_gate) o *= Silu(pr[3 * K + head * D + tid]);
+      out[row * K + head * D + tid] = __float2bfloat16(o);
+    }
+    // The next token rewrites q_s/k_s/v_s/x_s only after its first barrier, which every thread
+    // reaches after finishing this token's reads.
+  }
+
+  __syncthreads();
+  {
+    float4* dst = reinterpret_cast<float4*>(g_hs);
+    const float4* src = reinterpret_cast<const float4*>(hs);
+    for (int i = tid; i < D * D / 4; i += kThreads) dst[i] = src[i];
+  }
+  if (conv_thread) {
+#pragma unroll
+    for (int j = 0; j < kMaxConvSize - 1; ++j) {
+      if (j < W - 1) my_tail[static_cast<int64_t>(j) * K + channel] = tail[j];
+    }
+  }
+  if (tid == 0) {
+    SolveCounters& c = a.counters[seq * H + head];
+    c.solves += counters.solves;
+    c.total_iterations += counters.total_iterations;
+    c.max_iterations = max(c.max_iterations, counters.max_iterations);
+    c.capped += counters.capped;
+    c.sum_residual += counters.sum_residual;
+    c.max_residual = fmaxf(c.max_residual, counters.max_residual);
+  }
+}
+
+template <int D>
+cudaError_t Launch(const MesaRecurrenceArgs& args, cudaStream_t stream) {
+  constexpr size_t kSmemBytes = Layout<D>::kTotal * sizeof(float);
+  static const cudaError_t attribute_status = cudaFuncSetAttribute(
+      MesaRecurrenceKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (attribute_status != cudaSuccess) return attribute_status;
+  MesaRecurrenceKernel<D>
+      <<<args.num_sequences * args.num_heads, kThreads, kSmemBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool MesaRecurrenceSupports(int head_dim, int conv_size) {
+  return (head_dim == 64 || head_dim == 128) && conv_size >= 1 && conv_size <= kMaxConvSize;
+}
+
+cudaError_t LaunchMesaRecurrence(const MesaRecurrenceArgs& args, cudaStream_t stream) {
+  if (args.num_sequences == 0) return cudaSuccess;
+  switch (args.head_dim) {
+    case 64:
+      return Launch<64>(args, stream);
+    case 128:
+      return Launch<128>(args, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace ridge::cuda

@@ -1,0 +1,75 @@
+// The fused MesaNet token mixer on the GPU (spec: shared/specs/mesanet.md, section 2): one
+// launch per layer advances every sequence of a step. One block per (sequence, head) runs,
+// token after token: the short convolution continuing from the state's raw q/k tails, SiLU and
+// the L2 norms, the gates, the rank-1 updates of Hs and Gs, CG with the sequence's own
+// tolerance and iteration budget (early exit per head), the readout Gs^T x, the per-head output
+// norm and the optional output gate. Hs stays in shared memory for the whole block; Gs is read
+// and written once per token, so a decode step moves each state once in and once out.
+//
+// Plain C++ header: host code compiled without nvcc includes it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ridge::cuda {
+
+// Per (sequence, head) counters, accumulated over every token and layer of one step. The host
+// zeroes them before the step and reads them after.
+struct SolveCounters {
+  int32_t solves;
+  int32_t total_iterations;
+  int32_t max_iterations;
+  int32_t capped;
+  float sum_residual;
+  float max_residual;
+};
+
+// One entry per sequence of the step; device arrays.
+struct SequenceTable {
+  const int32_t* row_begin;       // first row of the sequence in the step's activations
+  const int32_t* row_count;       // tokens of the sequence in this step; 0 = padding, skipped
+  const int32_t* slot;            // state slot in the pool
+  const float* tolerance;         // CG stopping rule ||r|| <= tol ||r0||; 0 runs max_iterations
+  const int32_t* max_iterations;  // CG budget per solve
+  const int32_t* jacobi_start;    // 1: x0 = q / (diag(Hs) + lambda) (decode); 0: x0 = 0 (prefill)
+};
+
+struct MesaLayerTensors {  // device pointers, fp32
+  const float* q_conv;     // [K, W]
+  const float* k_conv;     // [K, W]
+  const float* lambda;     // [K]: softplus(lambda_params) + lambda_lower_bound
+  const float* a_bias;     // [H]
+  const float* b_bias;     // [H]
+  const float* o_norm;     // [D]
+};
+
+struct MesaRecurrenceArgs {
+  MesaLayerTensors weights;
+  SequenceTable sequences;
+  int32_t num_sequences;
+  int32_t num_heads, head_dim, conv_size;
+  bool output_gate;
+  float norm_eps;
+  // In-projection output [rows, proj_cols] fp32: q | k | v | (g) | a | b.
+  const float* proj;
+  int32_t proj_cols;
+  // Slot s, layer l starts at state_pool + s * slot_floats + l * layer_floats, laid out as
+  // MesaState: Hs [H, D, D], Gs [H, D, D], q tail [W-1, K], k tail [W-1, K].
+  float* state_pool;
+  int64_t slot_floats;
+  int64_t layer_floats;
+  int32_t layer;
+  void* out_bf16;           // [rows, K] bf16: normed (and gated) head outputs
+  SolveCounters* counters;  // [num_sequences * H]
+};
+
+// Head dims 64 and 128 and conv sizes up to kMaxConvSize are supported (checked by the caller
+// when the model is created: see MesaRecurrenceSupports).
+inline constexpr int kMaxConvSize = 8;
+bool MesaRecurrenceSupports(int head_dim, int conv_size);
+
+cudaError_t LaunchMesaRecurrence(const MesaRecurrenceArgs& args, cudaStream_t stream);
+
+}  // namespace ridge::cuda

@@ -1,0 +1,29 @@
+// Small fused row-wise kernels of the GPU forward pass. bf16 buffers are passed as void* so
+// that host code compiled without nvcc can include this header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ridge::cuda {
+
+// out[r, :] = float(table[ids[r], :]) for r < rows; table is bf16 [V, C].
+cudaError_t LaunchEmbedRows(const int32_t* ids, const void* table_bf16, int64_t rows, int64_t cols,
+                            float* out, cudaStream_t stream);
+
+// out[r, :] = bf16(in[src_r, :] / sqrt(mean(in[src_r, :]^2) + eps) * weight), where
+// src_r = row_index[r] when row_index is given, else r.
+cudaError_t LaunchRmsNormToBf16(const float* in, const int32_t* row_index, const float* weight,
+                                int64_t rows, int64_t cols, float eps, void* out_bf16,
+                                cudaStream_t stream);
+
+// in: [rows, 2I] fp32 (gate | up); out[r, i] = bf16(silu(gate) * up).
+cudaError_t LaunchSwiGlu(const float* in, int64_t rows, int64_t inter, void* out_bf16,
+                         cudaStream_t stream);
+
+// out[r] = argmax of logits[r, :] (the lowest index among equal maxima).
+cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int32_t* out,
+                             cudaStream_t stream);
+
+}  // namespace ridge::cuda

@@ -1,0 +1,32 @@
+#include "models/cpu_backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace ridge {
+
+CpuBackend::CpuBackend(const MesaNetModel* model, int64_t num_slots) : model_(model) {
+  slots_.reserve(num_slots);
+  for (int64_t i = 0; i < num_slots; ++i) slots_.push_back(model->NewState());
+}
+
+absl::Status CpuBackend::ResetSlot(int64_t slot) {
+  if (slot < 0 || slot >= num_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
+  }
+  slots_[slot].Reset();
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Forward(std::span<const SlotChunk> chunks, LogitsFor which,
+                                 std::vector<float>* logits) {
+  RETURN_IF_ERROR(ValidateChunks(chunks));
+  std::vector<SequenceChunk> sequences;
+  sequences.reserve(chunks.size());
+  for (const SlotChunk& c : chunks) {
+    sequences.push_back({&slots_[c.slot], c.tokens, c.solver, c.stats, c.phase});
+  }
+  return model_->Forward(sequences, which, logits);
+}
+
+}  // namespace ridge

@@ -1,0 +1,487 @@
+#include "models/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/mesa_recurrence.h"
+#include "kernels/cuda/row_kernels.h"
+#include "models/cuda/device_memory.h"
+
+namespace ridge {
+
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+namespace {
+
+// Decode steps are padded up to one of these batch sizes and replayed from a captured graph.
+constexpr int64_t kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+constexpr int64_t kMaxGraphBatch = 256;
+constexpr size_t kCublasWorkspaceBytes = 32 << 20;
+
+int64_t GraphBucket(int64_t n) {
+  for (int64_t b : kGraphBuckets) {
+    if (b >= n) return b;
+  }
+  return n;
+}
+
+int64_t RoundUpPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+struct DeviceLayer {
+  DeviceBuffer attn_norm, in_proj, a_bias, b_bias, lambda, q_conv, k_conv, o_norm, o_proj, mlp_norm,
+      gate_up_proj, down_proj;
+};
+
+absl::StatusOr<DeviceLayer> UploadLayer(const MesaLayerWeights& w) {
+  DeviceLayer d;
+  ASSIGN_OR_RETURN(d.attn_norm, cuda::UploadAsF32(w.attn_norm));
+  ASSIGN_OR_RETURN(d.in_proj, cuda::UploadAsBf16(w.in_proj));
+  ASSIGN_OR_RETURN(d.a_bias, cuda::UploadAsF32(w.a_bias));
+  ASSIGN_OR_RETURN(d.b_bias, cuda::UploadAsF32(w.b_bias));
+  ASSIGN_OR_RETURN(d.lambda, cuda::UploadAsF32(w.lambda));
+  ASSIGN_OR_RETURN(d.q_conv, cuda::UploadAsF32(w.q_conv));
+  ASSIGN_OR_RETURN(d.k_conv, cuda::UploadAsF32(w.k_conv));
+  ASSIGN_OR_RETURN(d.o_norm, cuda::UploadAsF32(w.o_norm));
+  ASSIGN_OR_RETURN(d.o_proj, cuda::UploadAsBf16(w.o_proj));
+  ASSIGN_OR_RETURN(d.mlp_norm, cuda::UploadAsF32(w.mlp_norm));
+  ASSIGN_OR_RETURN(d.gate_up_proj, cuda::UploadAsBf16(w.gate_up_proj));
+  ASSIGN_OR_RETURN(d.down_proj, cuda::UploadAsBf16(w.down_proj));
+  return d;
+}
+
+}  // namespace
+
+struct CudaBackend::Impl {
+  MesaNetConfig config;
+  CudaBackendOptions options;
+  int64_t proj_cols = 0, layer_floats = 0, slot_floats = 0;
+  int64_t weight_bytes = 0;
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  DeviceBuffer cublas_workspace;
+  DeviceBuffer embeddings, lm_head, final_norm;
+  std::vector<DeviceLayer> layers;
+  DeviceBuffer state_pool;
+  std::vector<int64_t> slot_tokens;
+
+  // Step buffers sized for cap_rows token rows and cap_seqs sequences. The int32 table holds,
+  // at fixed offsets: ids [cap_rows] | row_begin | row_count | slot | tolerance (float bits) |
+  // max_iterations | jacobi_start [cap_seqs each] | out_row [cap_rows].
+  int64_t cap_rows = 0, cap_seqs = 0;
+  DeviceBuffer table, hidden, normed, proj, attn, mlp, act, final_normed, logits, argmax, counters;
+  PinnedBuffer host_table, host_logits, host_argmax, host_counters;
+
+  // Captured decode steps by (bucket, greedy); a bucket is captured on its second use.
+  std::map<std::pair<int64_t, bool>, cudaGraphExec_t> graphs;
+  std::map<std::pair<int64_t, bool>, int> bucket_uses;
+
+  ~Impl() {
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  int32_t* TableAt(int64_t segment) const {  // segment 0: ids, 1..6: per-sequence, 7: out_row
+    int32_t* t = table.as<int32_t>();
+    if (segment == 0) return t;
+    if (segment <= 6) return t + cap_rows + (segment - 1) * cap_seqs;
+    return t + cap_rows + 6 * cap_seqs;
+  }
+  size_t TableInts() const { return static_cast<size_t>(2 * cap_rows + 6 * cap_seqs); }
+
+  absl::Status EnsureCapacity(int64_t rows, int64_t seqs);
+  absl::Status Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w, int64_t out,
+                    float* y, bool accumulate);
+  // Enqueues a whole step on `stream`, reading only the device table: capturable.
+  absl::Status EnqueueStep(int64_t rows, int64_t seqs, int64_t out_rows, bool all_rows,
+                           bool greedy);
+  absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, bool greedy,
+                       int64_t* out_rows);
+  void MergeCounters(std::span<const SlotChunk> chunks) const;
+};
+
+absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
+  if (rows <= cap_rows && seqs <= cap_seqs) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);  // they point at old buffers
+  graphs.clear();
+  bucket_uses.clear();
+  cap_rows = std::max(cap_rows, RoundUpPow2(std::max<int64_t>(rows, 256)));
+  cap_seqs = std::max(cap_seqs, seqs);
+  cap_rows = std::max(cap_rows, cap_seqs);
+  const MesaNetConfig& c = config;
+  const int64_t k = c.key_dim(), inter = c.intermediate_size;
+  RETURN_IF_ERROR(table.Allocate(TableInts() * sizeof(int32_t)));
+  RETURN_IF_ERROR(host_table.Allocate(TableInts() * sizeof(int32_t)));
+  RETURN_IF_ERROR(hidden.Allocate(cap_rows * c.hidden_size * sizeof(float)));
+  RETURN_IF_ERROR(normed.Allocate(cap_rows * std::max(c.hidden_size, inter) * 2));
+  RETURN_IF_ERROR(proj.Allocate(cap_rows * proj_cols * sizeof(float)));
+  RETURN_IF_ERROR(attn.Allocate(cap_rows * k * 2));
+  RETURN_IF_ERROR(mlp.Allocate(cap_rows * 2 * inter * sizeof(float)));
+  RETURN_IF_ERROR(act.Allocate(cap_rows * inter * 2));
+  RETURN_IF_ERROR(final_normed.Allocate(cap_rows * c.hidden_size * 2));
+  RETURN_IF_ERROR(argmax.Allocate(cap_rows * sizeof(int32_t)));
+  RETURN_IF_ERROR(host_argmax.Allocate(cap_rows * sizeof(int32_t)));
+  RETURN_IF_ERROR(counters.Allocate(cap_seqs * c.num_heads * sizeof(cuda::SolveCounters)));
+  RETURN_IF_ERROR(host_counters.Allocate(cap_seqs * c.num_heads * sizeof(cuda::SolveCounters)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w,
+                                     int64_t out, float* y, bool accumulate) {
+  // Row-major y[rows, out] = x[rows, in] * w[out, in]^T, seen column-major as y^T = w x^T.
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  RIDGE_CUBLAS_RETURN_IF_ERROR(
+      cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
+                   static_cast<int>(in), &alpha, w.as<void>(), CUDA_R_16BF, static_cast<int>(in), x,
+                   CUDA_R_16BF, static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t out_rows,
+                                            bool all_rows, bool greedy) {
+  const MesaNetConfig& c = config;
+  const int64_t hidden_size = c.hidden_size, k = c.key_dim(), inter = c.intermediate_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  cudaStream_t s = stream;
+  RIDGE_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(counters.as<void>(), 0, seqs * c.num_heads * sizeof(cuda::SolveCounters), s));
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedRows(TableAt(0), embeddings.as<void>(), rows,
+                                                   hidden_size, hidden.as<float>(), s));
+  cuda::MesaRecurrenceArgs args{};
+  args.sequences = {TableAt(1), TableAt(2), TableAt(3), reinterpret_cast<const float*>(TableAt(4)),
+                    TableAt(5), TableAt(6)};
+  args.num_sequences = static_cast<int32_t>(seqs);
+  args.num_heads = static_cast<int32_t>(c.num_heads);
+  args.head_dim = static_cast<int32_t>(c.head_dim);
+  args.conv_size = static_cast<int32_t>(c.conv_size);
+  args.output_gate = c.use_output_gate;
+  args.norm_eps = eps;
+  args.proj = proj.as<float>();
+  args.proj_cols = static_cast<int32_t>(proj_cols);
+  args.state_pool = state_pool.as<float>();
+  args.slot_floats = slot_floats;
+  args.layer_floats = layer_floats;
+  args.out_bf16 = attn.as<void>();
+  args.counters = counters.as<cuda::SolveCounters>();
+
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const DeviceLayer& w = layers[l];
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
+                                                         w.attn_norm.as<float>(), rows, hidden_size,
+                                                         eps, normed.as<void>(), s));
+    RETURN_IF_ERROR(
+        Gemm(normed.as<void>(), rows, hidden_size, w.in_proj, proj_cols, proj.as<float>(), false));
+    args.weights = {w.q_conv.as<float>(), w.k_conv.as<float>(), w.lambda.as<float>(),
+                    w.a_bias.as<float>(), w.b_bias.as<float>(), w.o_norm.as<float>()};
+    args.layer = static_cast<int32_t>(l);
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchMesaRecurrence(args, s));
+    RETURN_IF_ERROR(
+        Gemm(attn.as<void>(), rows, k, w.o_proj, hidden_size, hidden.as<float>(), true));
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
+                                                         w.mlp_norm.as<float>(), rows, hidden_size,
+                                                         eps, normed.as<void>(), s));
+    RETURN_IF_ERROR(Gemm(normed.as<void>(), rows, hidden_size, w.gate_up_proj, 2 * inter,
+                         mlp.as<float>(), false));
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchSwiGlu(mlp.as<float>(), rows, inter, act.as<void>(), s));
+    RETURN_IF_ERROR(
+        Gemm(act.as<void>(), rows, inter, w.down_proj, hidden_size, hidden.as<float>(), true));
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(
+      hidden.as<float>(), all_rows ? nullptr : TableAt(7), final_norm.as<float>(), out_rows,
+      hidden_size, eps, final_normed.as<void>(), s));
+  RETURN_IF_ERROR(Gemm(final_normed.as<void>(), out_rows, hidden_size,
+                       lm_head.empty() ? embeddings : lm_head, c.vocab_size, logits.as<float>(),
+                       false));
+  if (greedy) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchArgmaxRows(logits.as<float>(), out_rows, c.vocab_size,
+                                                      argmax.as<int32_t>(), s));
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_argmax.as<void>(), argmax.as<void>(),
+                                               out_rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                               s));
+  } else {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.as<void>(), logits.as<void>(),
+                                               out_rows * c.vocab_size * sizeof(float),
+                                               cudaMemcpyDeviceToHost, s));
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_counters.as<void>(), counters.as<void>(),
+                                             seqs * c.num_heads * sizeof(cuda::SolveCounters),
+                                             cudaMemcpyDeviceToHost, s));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, LogitsFor which,
+                                        bool greedy, int64_t* out_rows_result) {
+  int64_t rows = 0;
+  bool pure_decode = true;
+  for (const SlotChunk& chunk : chunks) {
+    rows += static_cast<int64_t>(chunk.tokens.size());
+    pure_decode = pure_decode && chunk.tokens.size() == 1 && chunk.phase == SolvePhase::kDecode;
+  }
+  const int64_t seqs = static_cast<int64_t>(chunks.size());
+  const bool all_rows = which == LogitsFor::kAllTokens;
+  const bool graphable = options.use_graphs && pure_decode && !all_rows && seqs <= kMaxGraphBatch;
+  // A captured decode step runs a whole bucket; the padding sequences have no tokens.
+  const int64_t padded = graphable ? GraphBucket(seqs) : seqs;
+  const int64_t step_rows = graphable ? padded : rows;
+  const int64_t out_rows = all_rows ? rows : padded;
+  RETURN_IF_ERROR(EnsureCapacity(step_rows, padded));
+  const size_t logits_bytes = out_rows * config.vocab_size * sizeof(float);
+  if (logits.bytes() < logits_bytes) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+    bucket_uses.clear();
+    RETURN_IF_ERROR(logits.Allocate(logits_bytes));
+    RETURN_IF_ERROR(host_logits.Allocate(logits_bytes));
+  }
+
+  // Fill the table on the host, then send it in one copy.
+  int32_t* t = host_table.as<int32_t>();
+  std::memset(t, 0, TableInts() * sizeof(int32_t));
+  int32_t* ids = t;
+  int32_t* row_begin = t + cap_rows;
+  int32_t* row_count = row_begin + cap_seqs;
+  int32_t* slot = row_count + cap_seqs;
+  float* tolerance = reinterpret_cast<float*>(slot + cap_seqs);
+  int32_t* max_iterations = slot + 2 * cap_seqs;
+  int32_t* jacobi = slot + 3 * cap_seqs;
+  int32_t* out_row = slot + 4 * cap_seqs;
+  int64_t row = 0;
+  for (int64_t i = 0; i < seqs; ++i) {
+    const SlotChunk& chunk = chunks[i];
+    row_begin[i] = static_cast<int32_t>(row);
+    row_count[i] = static_cast<int32_t>(chunk.tokens.size());
+    slot[i] = static_cast<int32_t>(chunk.slot);
+    tolerance[i] = chunk.solver.tolerance;
+    max_iterations[i] = chunk.solver.max_iterations;
+    jacobi[i] = chunk.phase == SolvePhase::kDecode ? 1 : 0;
+    for (int32_t token : chunk.tokens) ids[row++] = token;
+    out_row[i] = static_cast<int32_t>(row - 1);
+  }
+  for (int64_t i = seqs; i < padded; ++i) {
+    row_begin[i] = static_cast<int32_t>(i);  // padding: one dummy row each, no state touched
+    out_row[i] = static_cast<int32_t>(i);
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), t, TableInts() * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, stream));
+
+  if (graphable) {
+    const auto key = std::make_pair(padded, greedy);
+    auto it = graphs.find(key);
+    if (it == graphs.end() && ++bucket_uses[key] >= 2) {
+      cudaGraph_t graph;
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      const absl::Status enqueued = EnqueueStep(step_rows, padded, out_rows, false, greedy);
+      const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+      RETURN_IF_ERROR(enqueued);
+      RIDGE_CUDA_RETURN_IF_ERROR(ended);
+      cudaGraphExec_t exec;
+      const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      RIDGE_CUDA_RETURN_IF_ERROR(instantiated);
+      it = graphs.emplace(key, exec).first;
+    }
+    if (it != graphs.end()) {
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream));
+    } else {
+      RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, false, greedy));
+    }
+  } else {
+    RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, all_rows, greedy));
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  for (const SlotChunk& chunk : chunks) slot_tokens[chunk.slot] += chunk.tokens.size();
+  MergeCounters(chunks);
+  *out_rows_result = all_rows ? rows : seqs;
+  return absl::OkStatus();
+}
+
+void CudaBackend::Impl::MergeCounters(std::span<const SlotChunk> chunks) const {
+  const auto* c = host_counters.as<const cuda::SolveCounters>();
+  const int64_t heads = config.num_heads;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (chunks[i].stats == nullptr) continue;
+    for (int64_t h = 0; h < heads; ++h) {
+      const cuda::SolveCounters& x = c[i * heads + h];
+      SolverStats s;
+      s.solves = x.solves;
+      s.total_iterations = x.total_iterations;
+      s.max_iterations = x.max_iterations;
+      s.capped = x.capped;
+      s.sum_relative_residual = x.sum_residual;
+      s.max_relative_residual = x.max_residual;
+      chunks[i].stats->Merge(s);
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const MesaNetConfig& config, const MesaNetWeights& weights, const CudaBackendOptions& options) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("no CUDA device is available");
+  }
+  if (options.device < 0 || options.device >= devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", options.device, " does not exist (", devices, " found)"));
+  }
+  if (!cuda::MesaRecurrenceSupports(static_cast<int>(config.head_dim),
+                                    static_cast<int>(config.conv_size))) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the CUDA backend supports head_dim 64 or 128 and conv_size 1 to ", cuda::kMaxConvSize,
+        "; this model has head_dim ", config.head_dim, " and conv_size ", config.conv_size));
+  }
+  if (options.num_slots < 1) return absl::InvalidArgumentError("the CUDA backend needs >= 1 slot");
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->options = options;
+  const int64_t c = config.hidden_size;
+  impl->proj_cols = static_cast<int64_t>(weights.layers.at(0).in_proj.size()) / c;
+  impl->layer_floats = MesaState(config).data().size() / config.num_hidden_layers;
+  impl->slot_floats = impl->layer_floats * config.num_hidden_layers;
+
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  RIDGE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&impl->cublas));
+  RIDGE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(impl->cublas, impl->stream));
+  RETURN_IF_ERROR(impl->cublas_workspace.Allocate(kCublasWorkspaceBytes));
+  RIDGE_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(impl->cublas, impl->cublas_workspace.as<void>(),
+                                                  impl->cublas_workspace.bytes()));
+
+  ASSIGN_OR_RETURN(impl->embeddings, cuda::UploadAsBf16(weights.embeddings));
+  if (!weights.lm_head.empty()) {
+    ASSIGN_OR_RETURN(impl->lm_head, cuda::UploadAsBf16(weights.lm_head));
+  }
+  ASSIGN_OR_RETURN(impl->final_norm, cuda::UploadAsF32(weights.final_norm));
+  int64_t bytes = impl->embeddings.bytes() + impl->lm_head.bytes() + impl->final_norm.bytes();
+  for (const MesaLayerWeights& w : weights.layers) {
+    ASSIGN_OR_RETURN(DeviceLayer layer, UploadLayer(w));
+    for (const DeviceBuffer* b :
+         {&layer.attn_norm, &layer.in_proj, &layer.a_bias, &layer.b_bias, &layer.lambda,
+          &layer.q_conv, &layer.k_conv, &layer.o_norm, &layer.o_proj, &layer.mlp_norm,
+          &layer.gate_up_proj, &layer.down_proj}) {
+      bytes += b->bytes();
+    }
+    impl->layers.push_back(std::move(layer));
+  }
+  impl->weight_bytes = bytes;
+
+  RETURN_IF_ERROR(impl->state_pool.Allocate(options.num_slots * impl->slot_floats * sizeof(float)));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemset(impl->state_pool.as<void>(), 0, impl->state_pool.bytes()));
+  impl->slot_tokens.assign(options.num_slots, 0);
+  RETURN_IF_ERROR(
+      impl->EnsureCapacity(256, GraphBucket(std::min(options.num_slots, kMaxGraphBatch))));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaBackend::~CudaBackend() = default;
+
+const MesaNetConfig& CudaBackend::config() const { return impl_->config; }
+int64_t CudaBackend::num_slots() const { return impl_->options.num_slots; }
+int64_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
+int64_t CudaBackend::state_bytes_per_slot() const { return impl_->slot_floats * sizeof(float); }
+
+absl::Status CudaBackend::ResetSlot(int64_t slot) {
+  if (slot < 0 || slot >= num_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  const size_t bytes = impl_->slot_floats * sizeof(float);
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      impl_->state_pool.as<float>() + slot * impl_->slot_floats, 0, bytes, impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  impl_->slot_tokens[slot] = 0;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Forward(std::span<const SlotChunk> chunks, LogitsFor which,
+                                  std::vector<float>* logits) {
+  RETURN_IF_ERROR(ValidateChunks(chunks));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  int64_t out_rows = 0;
+  RETURN_IF_ERROR(impl_->RunStep(chunks, which, false, &out_rows));
+  const int64_t vocab = impl_->config.vocab_size;
+  logits->resize(out_rows * vocab);
+  std::memcpy(logits->data(), impl_->host_logits.as<float>(), out_rows * vocab * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
+                                        std::vector<int32_t>* next_tokens) {
+  RETURN_IF_ERROR(ValidateChunks(chunks));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  int64_t out_rows = 0;
+  RETURN_IF_ERROR(impl_->RunStep(chunks, LogitsFor::kLastToken, true, &out_rows));
+  const int32_t* best = impl_->host_argmax.as<int32_t>();
+  next_tokens->assign(best, best + out_rows);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ReadSlot(int64_t slot, MesaState* state) const {
+  if (slot < 0 || slot >= num_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
+  }
+  if (static_cast<int64_t>(state->data().size()) != impl_->slot_floats) {
+    return absl::InvalidArgumentError("state of another model");
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  state->Reset();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(
+      state->mutable_data().data(), impl_->state_pool.as<float>() + slot * impl_->slot_floats,
+      impl_->slot_floats * sizeof(float), cudaMemcpyDeviceToHost));
+  state->AddTokens(impl_->slot_tokens[slot]);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::WriteSlot(int64_t slot, const MesaState& state) {
+  if (slot < 0 || slot >= num_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
+  }
+  if (static_cast<int64_t>(state.data().size()) != impl_->slot_floats) {
+    return absl::InvalidArgumentError("state of another model");
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl_->state_pool.as<float>() + slot * impl_->slot_floats,
+                                        state.data().data(), impl_->slot_floats * sizeof(float),
+                                        cudaMemcpyHostToDevice));
+  impl_->slot_tokens[slot] = state.tokens();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopySlot(int64_t from, int64_t to) {
+  if (from < 0 || from >= num_slots() || to < 0 || to >= num_slots()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot copy ", from, " -> ", to, " is out of range"));
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  float* pool = impl_->state_pool.as<float>();
+  RIDGE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(pool + to * impl_->slot_floats, pool + from * impl_->slot_floats,
+                      impl_->slot_floats * sizeof(float), cudaMemcpyDeviceToDevice, impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  impl_->slot_tokens[to] = impl_->slot_tokens[from];
+  return absl::OkStatus();
+}
+
+}  // namespace ridge

@@ -1,0 +1,58 @@
+// The CUDA backend (one GPU): bf16 weights resident on the device, projections and MLP through
+// cuBLAS (bf16 inputs, fp32 accumulation) over all tokens of a step, the fused Mesa recurrence
+// kernel (kernels/cuda/mesa_recurrence.h) once per layer, and every sequence's state in one
+// device allocation. Decode steps of up to kMaxGraphBatch sequences replay CUDA graphs captured
+// per batch-size bucket, so host launch overhead does not dominate small batches.
+//
+// This header has no CUDA types: code built without CUDA can name the class, and Create fails
+// cleanly on a machine without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "models/mesanet_state.h"
+#include "models/mesanet_weights.h"
+#include "models/model_backend.h"
+
+namespace ridge {
+
+struct CudaBackendOptions {
+  int device = 0;
+  int64_t num_slots = 64;
+  bool use_graphs = true;  // replay captured graphs for decode steps
+};
+
+class CudaBackend : public ModelBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const MesaNetConfig& config,
+                                                             const MesaNetWeights& weights,
+                                                             const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  const MesaNetConfig& config() const override;
+  int64_t num_slots() const override;
+  absl::Status ResetSlot(int64_t slot) override;
+  absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
+                       std::vector<float>* logits) override;
+  absl::Status ForwardGreedy(std::span<const SlotChunk> chunks,
+                             std::vector<int32_t>* next_tokens) override;
+
+  // Slot contents as a host MesaState (same layout), for tests, snapshots and debugging.
+  absl::Status ReadSlot(int64_t slot, MesaState* state) const;
+  absl::Status WriteSlot(int64_t slot, const MesaState& state);
+  // Device-to-device copy of a whole state (e.g. for a prefix cache).
+  absl::Status CopySlot(int64_t from, int64_t to);
+
+  int64_t weight_bytes() const;
+  int64_t state_bytes_per_slot() const;
+
+ private:
+  struct Impl;
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ridge

@@ -1,0 +1,75 @@
+// Owning handles for device and pinned host memory, and bf16/fp32 uploads of host weights.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ridge::cuda {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { Release(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      Release();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+
+  // Frees any previous allocation first; contents are undefined.
+  absl::Status Allocate(size_t bytes);
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return ptr_ == nullptr; }
+
+ private:
+  void Release();
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Page-locked host memory, so device copies are asynchronous and fast.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { Release(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  absl::Status Allocate(size_t bytes);
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void Release();
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Copies host floats to a new device buffer, as bf16 (round to nearest even) or as fp32.
+absl::StatusOr<DeviceBuffer> UploadAsBf16(const std::vector<float>& values);
+absl::StatusOr<DeviceBuffer> UploadAsF32(const std::vector<float>& values);
+
+// Device-to-device cudaMemcpy rate in bytes/s counting bytes read plus bytes written (the
+// ceiling a memory-bound kernel is compared against): the median of 10 timed copies of
+// `bytes_moved` / 2 bytes after a warm-up.
+absl::StatusOr<double> MeasureDeviceCopyBandwidth(size_t bytes_moved);
+
+}  // namespace ridge::cuda

@@ -1,0 +1,23 @@
+// `--device auto|cpu|cuda` (and `--cuda-device N`): which backend runs the model and holds the
+// state pool. auto takes the GPU when this build has CUDA and a device is present.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "models/mesanet_model.h"
+#include "models/model_backend.h"
+#include "server/cli_args.h"
+
+namespace ridge {
+
+// The flags this adds to a command.
+inline constexpr const char* kBackendFlags[] = {"device", "cuda-device"};
+
+// `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
+// its weights to the GPU).
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
+                                                                     const MesaNetModel* model,
+                                                                     int64_t num_slots);
+
+}  // namespace ridge

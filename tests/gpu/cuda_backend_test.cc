@@ -1,0 +1,388 @@
+// The CUDA backend against flash-linear-attention's logits (tests/data/mesanet) and against the
+// CPU backend on random models (head_dim 64 and 128, output gate on and off, odd batch sizes,
+// tolerances 0 / 1e-3 / 1e-6, iteration budgets 1 and 30): logits, states and solver counts.
+// Skips without a GPU. On the GPU machine:
+//   RIDGE_TEST_DATA_DIR=$PWD/tests/data build/tests/gpu/cuda_backend_test
+#include "models/cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "base/half.h"
+#include "kernels/device_info.h"
+#include "models/checkpoint.h"
+#include "models/cpu_backend.h"
+
+namespace ridge {
+namespace {
+
+std::filesystem::path DataDir() {
+  const char* env = std::getenv("RIDGE_TEST_DATA_DIR");
+  return std::filesystem::path(env != nullptr ? env : RIDGE_TEST_DATA_DIR) / "mesanet";
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here"
+
+struct Agreement {
+  double relative_rms = 0;
+  double top1 = 0;
+};
+
+Agreement Compare(std::span<const float> got, std::span<const float> want, int64_t width) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0, norm = 0;
+  int64_t same = 0;
+  const int64_t rows = static_cast<int64_t>(want.size()) / width;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto g = got.begin() + r * width, w = want.begin() + r * width;
+    same += std::max_element(g, g + width) - g == std::max_element(w, w + width) - w;
+  }
+  return {std::sqrt(diff / std::max(norm, 1e-30)), rows ? double(same) / rows : 1.0};
+}
+
+std::vector<float> ReadFloats(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// The GPU keeps matrices in bf16; rounding the CPU's copy the same way leaves only the
+// activation rounding and summation order as differences.
+void RoundMatricesToBf16(MesaNetWeights& w) {
+  auto round = [](std::vector<float>& v) {
+    for (float& x : v) x = Bf16ToFloat(FloatToBf16(x));
+  };
+  round(w.embeddings);
+  round(w.lm_head);
+  for (MesaLayerWeights& l : w.layers) {
+    round(l.in_proj);
+    round(l.o_proj);
+    round(l.gate_up_proj);
+    round(l.down_proj);
+  }
+}
+
+std::vector<int32_t> Ids(int64_t n, int64_t seed, int64_t vocab) {
+  std::vector<int32_t> ids(n);
+  for (int64_t t = 0; t < n; ++t)
+    ids[t] = static_cast<int32_t>((t * 7919 + seed * 104729 + 13) % vocab);
+  return ids;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against FLA's recorded logits.
+
+struct GoldenCase {
+  std::string name;
+  double max_relative_rms;
+  double min_top1;
+};
+
+class CudaGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(CudaGoldenTest, PrefillAndDecodeMatchFla) {
+  SKIP_WITHOUT_GPU();
+  const GoldenCase& c = GetParam();
+  const auto dir = DataDir() / c.name;
+  auto checkpoint = Checkpoint::Open(dir);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto config = ParseMesaNetConfig((*checkpoint)->config());
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto weights = LoadMesaNetWeights(**checkpoint, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  auto backend = CudaBackend::Create(*config, *weights, {.num_slots = 2});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto golden = ReadJsonFile(dir / "golden.json");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::vector<int32_t> ids = (*golden)["ids"].get<std::vector<int32_t>>();
+  const int64_t decode_from = (*golden)["decode_from"].get<int64_t>();
+  const int64_t vocab = config->vocab_size;
+  const SolverOptions fla_budget{0.0f, 30};
+  CudaBackend& gpu = **backend;
+
+  // One prefill over every id.
+  std::vector<float> prefill;
+  const SlotChunk all{0, ids, fla_budget, nullptr, SolvePhase::kPrefill};
+  ASSERT_TRUE(gpu.Forward({&all, 1}, LogitsFor::kAllTokens, &prefill).ok());
+  const Agreement p = Compare(prefill, ReadFloats(dir / "logits_prefill.f32"), vocab);
+
+  // Prefill of ids[:decode_from], then one token per step (CG from the Jacobi guess).
+  std::vector<float> decode, step;
+  const SlotChunk head{1, std::span<const int32_t>(ids).first(decode_from), fla_budget, nullptr,
+                       SolvePhase::kPrefill};
+  ASSERT_TRUE(gpu.Forward({&head, 1}, LogitsFor::kAllTokens, &decode).ok());
+  for (int64_t t = decode_from; t < static_cast<int64_t>(ids.size()); ++t) {
+    const SlotChunk one{1, {&ids[t], 1}, fla_budget, nullptr, SolvePhase::kDecode};
+    ASSERT_TRUE(gpu.Forward({&one, 1}, LogitsFor::kLastToken, &step).ok());
+    decode.insert(decode.end(), step.begin(), step.end());
+  }
+  const Agreement d = Compare(decode, ReadFloats(dir / "logits_decode.f32"), vocab);
+  std::printf("%s: prefill relative RMS %.3e top-1 %.2f%%; decode %.3e top-1 %.2f%%\n",
+              c.name.c_str(), p.relative_rms, 100 * p.top1, d.relative_rms, 100 * d.top1);
+  EXPECT_LT(p.relative_rms, c.max_relative_rms);
+  EXPECT_GE(p.top1, c.min_top1);
+  EXPECT_LT(d.relative_rms, c.max_relative_rms);
+  EXPECT_GE(d.top1, c.min_top1);
+}
+
+// The GPU backend rounds weights and matrix-product inputs to bf16, as FLA's bf16 model does;
+// that model is 1.1% (RMS) from FLA's fp32 one on d64_untied and 3.2% (top-1 91.9%) on
+// d64_tied_gate. Measured on an H200: 7.3e-3 / 2.26e-2 (top-1 94.9%) / 8.0e-3; the bounds sit
+// about 1.5x above.
+INSTANTIATE_TEST_SUITE_P(Fla060, CudaGoldenTest,
+                         ::testing::Values(GoldenCase{"d64_untied", 1.1e-2, 0.96},
+                                           GoldenCase{"d64_tied_gate", 3.4e-2, 0.92},
+                                           GoldenCase{"d128_bf16", 1.2e-2, 0.96}),
+                         [](const auto& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------------------------
+// Against the CPU backend on random models.
+
+struct RandomCase {
+  int64_t head_dim;
+  bool output_gate;
+  int64_t batch;
+  float tolerance;
+  int32_t max_iterations;
+};
+
+std::string CaseName(const RandomCase& c) {
+  char tol[16];
+  std::snprintf(tol, sizeof(tol), "%g", c.tolerance);
+  std::string t(tol);
+  std::replace(t.begin(), t.end(), '-', 'm');
+  std::replace(t.begin(), t.end(), '.', 'p');
+  return "d" + std::to_string(c.head_dim) + (c.output_gate ? "_gate" : "") + "_b" +
+         std::to_string(c.batch) + "_tol" + t + "_it" + std::to_string(c.max_iterations);
+}
+
+MesaNetConfig SmallConfig(int64_t head_dim, bool output_gate) {
+  MesaNetConfig c;
+  c.hidden_size = 256;
+  c.num_heads = 256 / head_dim * 2;
+  c.head_dim = head_dim;
+  c.num_hidden_layers = 2;
+  c.conv_size = 4;
+  c.intermediate_size = 512;
+  c.use_output_gate = output_gate;
+  c.vocab_size = 384;
+  return c;
+}
+
+class CudaVsCpuTest : public ::testing::TestWithParam<RandomCase> {};
+
+TEST_P(CudaVsCpuTest, PrefillThenDecodeAgree) {
+  SKIP_WITHOUT_GPU();
+  const RandomCase& rc = GetParam();
+  const MesaNetConfig config = SmallConfig(rc.head_dim, rc.output_gate);
+  MesaNetWeights weights = RandomMesaNetWeights(config, 77 + rc.head_dim);
+  RoundMatricesToBf16(weights);
+  const MesaNetModel cpu_model(config, weights);
+  CpuBackend cpu(&cpu_model, rc.batch);
+  auto gpu_or = CudaBackend::Create(config, weights, {.num_slots = rc.batch});
+  ASSERT_TRUE(gpu_or.ok()) << gpu_or.status();
+  CudaBackend& gpu = **gpu_or;
+  const SolverOptions solver{rc.tolerance, rc.max_iterations};
+
+  // Prompts of different lengths (one crosses 64), prefilled in one step.
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t i = 0; i < rc.batch; ++i) prompts.push_back(Ids(5 + 23 * i, i, config.vocab_size));
+  std::vector<SolverStats> cpu_stats(rc.batch), gpu_stats(rc.batch);
+  std::vector<SlotChunk> cpu_chunks, gpu_chunks;
+  for (int64_t i = 0; i < rc.batch; ++i) {
+    cpu_chunks.push_back({i, prompts[i], solver, &cpu_stats[i], SolvePhase::kPrefill});
+    gpu_chunks.push_back({i, prompts[i], solver, &gpu_stats[i], SolvePhase::kPrefill});
+  }
+  std::vector<float> cpu_logits, gpu_logits;
+  ASSERT_TRUE(cpu.Forward(cpu_chunks, LogitsFor::kAllTokens, &cpu_logits).ok());
+  ASSERT_TRUE(gpu.Forward(gpu_chunks, LogitsFor::kAllTokens, &gpu_logits).ok());
+  const Agreement prefill = Compare(gpu_logits, cpu_logits, config.vocab_size);
+
+  // Decode steps, all sequences at once, feeding the CPU's greedy token to both.
+  std::vector<int32_t> tokens(rc.batch);
+  std::vector<float> cpu_decode, gpu_decode;
+  for (int step = 0; step < 6; ++step) {
+    for (int64_t i = 0; i < rc.batch; ++i) {
+      tokens[i] = static_cast<int32_t>((step * 31 + i * 7) % config.vocab_size);
+      cpu_chunks[i] = {i, {&tokens[i], 1}, solver, &cpu_stats[i], SolvePhase::kDecode};
+      gpu_chunks[i] = {i, {&tokens[i], 1}, solver, &gpu_stats[i], SolvePhase::kDecode};
+    }
+    ASSERT_TRUE(cpu.Forward(cpu_chunks, LogitsFor::kLastToken, &cpu_logits).ok());
+    ASSERT_TRUE(gpu.Forward(gpu_chunks, LogitsFor::kLastToken, &gpu_logits).ok());
+    cpu_decode.insert(cpu_decode.end(), cpu_logits.begin(), cpu_logits.end());
+    gpu_decode.insert(gpu_decode.end(), gpu_logits.begin(), gpu_logits.end());
+  }
+  const Agreement decode = Compare(gpu_decode, cpu_decode, config.vocab_size);
+
+  // The states themselves: Hs and Gs of every layer and head, and the conv tails.
+  double state_diff = 0, state_norm = 0;
+  for (int64_t i = 0; i < rc.batch; ++i) {
+    MesaState gpu_state(config);
+    ASSERT_TRUE(gpu.ReadSlot(i, &gpu_state).ok());
+    MesaState cpu_state(config);
+    // The CPU backend's slots are private: replay its chunks on a fresh model state instead.
+    std::vector<SequenceChunk> replay{
+        {&cpu_state, prompts[i], solver, nullptr, SolvePhase::kPrefill}};
+    std::vector<float> unused;
+    ASSERT_TRUE(cpu_model.Forward(replay, LogitsFor::kLastToken, &unused).ok());
+    for (int step = 0; step < 6; ++step) {
+      const int32_t token = static_cast<int32_t>((step * 31 + i * 7) % config.vocab_size);
+      replay[0] = {&cpu_state, {&token, 1}, solver, nullptr, SolvePhase::kDecode};
+      ASSERT_TRUE(cpu_model.Forward(replay, LogitsFor::kLastToken, &unused).ok());
+    }
+    EXPECT_EQ(gpu_state.tokens(), cpu_state.tokens());
+    for (size_t j = 0; j < cpu_state.data().size(); ++j) {
+      const double d = double(gpu_state.data()[j]) - cpu_state.data()[j];
+      state_diff += d * d;
+      state_norm += double(cpu_state.data()[j]) * cpu_state.data()[j];
+    }
+  }
+  const double state_rel = std::sqrt(state_diff / state_norm);
+
+  SolverStats cpu_all, gpu_all;
+  for (int64_t i = 0; i < rc.batch; ++i) {
+    cpu_all.Merge(cpu_stats[i]);
+    gpu_all.Merge(gpu_stats[i]);
+  }
+  std::printf(
+      "%s: prefill %.3e (top-1 %.1f%%), decode %.3e (top-1 %.1f%%), state %.3e, "
+      "iterations cpu %.2f gpu %.2f\n",
+      CaseName(rc).c_str(), prefill.relative_rms, 100 * prefill.top1, decode.relative_rms,
+      100 * decode.top1, state_rel, cpu_all.MeanIterations(), gpu_all.MeanIterations());
+  // Measured on an H200: logits 4.0e-3 to 6.1e-3, states 2.6e-3 to 3.0e-3 (bf16 activations
+  // into the matrix products are the difference).
+  EXPECT_LT(prefill.relative_rms, 1e-2);
+  EXPECT_LT(decode.relative_rms, 1e-2);
+  EXPECT_GE(decode.top1, 0.9);
+  EXPECT_LT(state_rel, 5e-3);
+  EXPECT_EQ(gpu_all.solves, cpu_all.solves);
+  EXPECT_LE(gpu_all.max_iterations, rc.max_iterations);
+  // Same stopping rule: the mean iteration count agrees up to a few borderline solves.
+  EXPECT_NEAR(gpu_all.MeanIterations(), cpu_all.MeanIterations(),
+              0.1 * cpu_all.MeanIterations() + 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaVsCpuTest,
+    ::testing::Values(RandomCase{64, false, 3, 0.0f, 30}, RandomCase{64, true, 5, 1e-3f, 30},
+                      RandomCase{64, false, 1, 1e-6f, 30}, RandomCase{64, true, 3, 0.0f, 1},
+                      RandomCase{128, false, 3, 0.0f, 30}, RandomCase{128, true, 5, 1e-3f, 30},
+                      RandomCase{128, false, 7, 1e-6f, 30}, RandomCase{128, false, 2, 0.0f, 1}),
+    [](const auto& info) { return CaseName(info.param); });
+
+// ---------------------------------------------------------------------------------------------
+// Backend mechanics.
+
+class CudaMechanicsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+    config_ = SmallConfig(128, false);
+    weights_ = RandomMesaNetWeights(config_, 5);
+  }
+  MesaNetConfig config_;
+  MesaNetWeights weights_;
+};
+
+// Replaying captured graphs (padded to a bucket) gives the eager path's logits.
+TEST_F(CudaMechanicsTest, GraphReplayMatchesEagerSteps) {
+  auto eager = CudaBackend::Create(config_, weights_, {.num_slots = 5, .use_graphs = false});
+  auto graphs = CudaBackend::Create(config_, weights_, {.num_slots = 5, .use_graphs = true});
+  ASSERT_TRUE(eager.ok() && graphs.ok());
+  const std::vector<int32_t> prompt = Ids(40, 1, config_.vocab_size);
+  for (CudaBackend* b : {eager->get(), graphs->get()}) {
+    std::vector<SlotChunk> chunks;
+    for (int64_t i = 0; i < 5; ++i)
+      chunks.push_back({i, prompt, {}, nullptr, SolvePhase::kPrefill});
+    std::vector<int32_t> unused;
+    ASSERT_TRUE(b->ForwardGreedy(chunks, &unused).ok());
+  }
+  std::vector<int32_t> tokens = {3, 1, 4, 1, 5};
+  for (int step = 0; step < 4; ++step) {  // the bucket is captured on its second use
+    std::vector<float> a, b;
+    std::vector<int32_t> ga, gb;
+    std::vector<SlotChunk> chunks;
+    for (int64_t i = 0; i < 5; ++i) {
+      chunks.push_back({i, {&tokens[i], 1}, {1e-4f, 30}, nullptr, SolvePhase::kDecode});
+    }
+    if (step % 2 == 0) {
+      ASSERT_TRUE((*eager)->Forward(chunks, LogitsFor::kLastToken, &a).ok());
+      ASSERT_TRUE((*graphs)->Forward(chunks, LogitsFor::kLastToken, &b).ok());
+      EXPECT_LT(Compare(b, a, config_.vocab_size).relative_rms, 1e-4) << "step " << step;
+    } else {
+      ASSERT_TRUE((*eager)->ForwardGreedy(chunks, &ga).ok());
+      ASSERT_TRUE((*graphs)->ForwardGreedy(chunks, &gb).ok());
+      EXPECT_EQ(ga, gb) << "step " << step;
+    }
+    for (int64_t i = 0; i < 5; ++i) tokens[i] = (tokens[i] * 17 + step) % config_.vocab_size;
+  }
+}
+
+TEST_F(CudaMechanicsTest, SlotsCopyWriteReadAndReset) {
+  auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 3});
+  ASSERT_TRUE(gpu.ok());
+  const std::vector<int32_t> prompt = Ids(30, 2, config_.vocab_size);
+  const SlotChunk chunk{0, prompt, {}, nullptr, SolvePhase::kPrefill};
+  std::vector<float> logits;
+  ASSERT_TRUE((*gpu)->Forward({&chunk, 1}, LogitsFor::kLastToken, &logits).ok());
+  ASSERT_TRUE((*gpu)->CopySlot(0, 1).ok());
+  MesaState s0(config_), s1(config_);
+  ASSERT_TRUE((*gpu)->ReadSlot(0, &s0).ok());
+  ASSERT_TRUE((*gpu)->ReadSlot(1, &s1).ok());
+  EXPECT_EQ(s0.tokens(), 30);
+  EXPECT_TRUE(std::equal(s0.data().begin(), s0.data().end(), s1.data().begin()));
+  // A state written from the host continues exactly like the one it was read from.
+  ASSERT_TRUE((*gpu)->WriteSlot(2, s0).ok());
+  const int32_t token = 7;
+  std::vector<float> from0, from2;
+  const SlotChunk d0{0, {&token, 1}, {}, nullptr, SolvePhase::kDecode};
+  const SlotChunk d2{2, {&token, 1}, {}, nullptr, SolvePhase::kDecode};
+  ASSERT_TRUE((*gpu)->Forward({&d0, 1}, LogitsFor::kLastToken, &from0).ok());
+  ASSERT_TRUE((*gpu)->Forward({&d2, 1}, LogitsFor::kLastToken, &from2).ok());
+  EXPECT_EQ(from0, from2);
+  ASSERT_TRUE((*gpu)->ResetSlot(1).ok());
+  ASSERT_TRUE((*gpu)->ReadSlot(1, &s1).ok());
+  EXPECT_EQ(s1.tokens(), 0);
+  EXPECT_TRUE(std::all_of(s1.data().begin(), s1.data().end(), [](float x) { return x == 0.0f; }));
+}
+
+TEST_F(CudaMechanicsTest, RejectsBadSteps) {
+  auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 2});
+  ASSERT_TRUE(gpu.ok());
+  const int32_t good = 1, bad = static_cast<int32_t>(config_.vocab_size);
+  std::vector<float> logits;
+  const SlotChunk out_of_vocab{0, {&bad, 1}, {}, nullptr, SolvePhase::kDecode};
+  EXPECT_EQ((*gpu)->Forward({&out_of_vocab, 1}, LogitsFor::kLastToken, &logits).code(),
+            absl::StatusCode::kInvalidArgument);
+  const SlotChunk bad_slot{2, {&good, 1}, {}, nullptr, SolvePhase::kDecode};
+  EXPECT_EQ((*gpu)->Forward({&bad_slot, 1}, LogitsFor::kLastToken, &logits).code(),
+            absl::StatusCode::kInvalidArgument);
+  const SlotChunk twice[2] = {{0, {&good, 1}, {}, nullptr, SolvePhase::kDecode},
+                              {0, {&good, 1}, {}, nullptr, SolvePhase::kDecode}};
+  EXPECT_EQ((*gpu)->Forward(twice, LogitsFor::kLastToken, &logits).code(),
+            absl::StatusCode::kInvalidArgument);
+  const SlotChunk bad_solver{0, {&good, 1}, {-1.0f, 30}, nullptr, SolvePhase::kDecode};
+  EXPECT_EQ((*gpu)->Forward({&bad_solver, 1}, LogitsFor::kLastToken, &logits).code(),
+            absl::StatusCode::kInvalidArgument);
+  MesaNetConfig odd = config_;
+  odd.head_dim = 96;
+  odd.num_heads = 2;
+  EXPECT_EQ(CudaBackend::Create(odd, RandomMesaNetWeights(odd, 1), {}).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace ridge
