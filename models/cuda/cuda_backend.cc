@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/mesa_chunked_prefill.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "kernels/cuda/row_kernels.h"
 #include "models/cuda/device_memory.h"
@@ -31,6 +32,15 @@ int64_t GraphBucket(int64_t n) {
     if (b >= n) return b;
   }
   return n;
+}
+
+// Prompts at least this long run chunked (all tokens of a chunk solve together on the tensor
+// cores); shorter ones and decode tokens run token by token.
+constexpr int64_t kChunkedPrefillMinTokens = 32;
+
+bool RunsChunked(const SlotChunk& chunk) {
+  return chunk.phase == SolvePhase::kPrefill &&
+         static_cast<int64_t>(chunk.tokens.size()) >= kChunkedPrefillMinTokens;
 }
 
 int64_t RoundUpPow2(int64_t n) {
@@ -77,12 +87,15 @@ struct CudaBackend::Impl {
   DeviceBuffer state_pool;
   std::vector<int64_t> slot_tokens;
 
-  // Step buffers sized for cap_rows token rows and cap_seqs sequences. The int32 table holds,
-  // at fixed offsets: ids [cap_rows] | row_begin | row_count | slot | tolerance (float bits) |
-  // max_iterations | jacobi_start [cap_seqs each] | out_row [cap_rows].
+  // Step buffers sized for cap_rows token rows and cap_seqs sequences. One int32 table, sent
+  // in one copy per step, holds every per-step array at a fixed offset (Segment), so captured
+  // graphs keep pointing at the right place.
   int64_t cap_rows = 0, cap_seqs = 0;
   DeviceBuffer table, hidden, normed, proj, attn, mlp, act, final_normed, logits, argmax, counters;
   PinnedBuffer host_table, host_logits, host_argmax, host_counters;
+  // Chunked prefill scratch, sized on demand (never used by captured graphs).
+  int64_t cap_prefill_rows = 0, cap_chunks = 0;
+  DeviceBuffer q_norm, k_norm, log_gamma, beta, chunk_states;
 
   // Captured decode steps by (bucket, greedy); a bucket is captured on its second use.
   std::map<std::pair<int64_t, bool>, cudaGraphExec_t> graphs;
@@ -95,13 +108,36 @@ struct CudaBackend::Impl {
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
-  int32_t* TableAt(int64_t segment) const {  // segment 0: ids, 1..6: per-sequence, 7: out_row
-    int32_t* t = table.as<int32_t>();
-    if (segment == 0) return t;
-    if (segment <= 6) return t + cap_rows + (segment - 1) * cap_seqs;
-    return t + cap_rows + 6 * cap_seqs;
+  enum Segment {
+    kIds,     // [rows] token ids
+    kOutRow,  // [rows] row whose logits are wanted, per output row
+    // Sequences advanced token by token (decode, short prompts) [seqs each]:
+    kSeqRowBegin,
+    kSeqRowCount,
+    kSeqSlot,
+    kSeqTolerance,
+    kSeqMaxIterations,
+    kSeqJacobi,
+    // Prompts run in chunks [seqs each], and the sequence of every chunk [chunks]:
+    kPreRowBegin,
+    kPreRowCount,
+    kPreSlot,
+    kPreTolerance,
+    kPreMaxIterations,
+    kPreChunkBegin,
+    kChunkSequence,
+    kSegments
+  };
+  int64_t MaxChunks() const { return cap_rows / cuda::kPrefillChunk + cap_seqs; }
+  int64_t SegmentOffset(int segment) const {
+    if (segment <= kOutRow) return segment * cap_rows;
+    return 2 * cap_rows + (segment - kSeqRowBegin) * cap_seqs;
   }
-  size_t TableInts() const { return static_cast<size_t>(2 * cap_rows + 6 * cap_seqs); }
+  int32_t* Device(int segment) const { return table.as<int32_t>() + SegmentOffset(segment); }
+  int32_t* Host(int segment) const { return host_table.as<int32_t>() + SegmentOffset(segment); }
+  size_t TableInts() const {
+    return static_cast<size_t>(SegmentOffset(kChunkSequence) + MaxChunks());
+  }
 
   absl::Status EnsureCapacity(int64_t rows, int64_t seqs);
   absl::Status Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w, int64_t out,
@@ -111,7 +147,10 @@ struct CudaBackend::Impl {
                            bool greedy);
   absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, bool greedy,
                        int64_t* out_rows);
-  void MergeCounters(std::span<const SlotChunk> chunks) const;
+  absl::Status EnsurePrefillCapacity(int64_t rows, int64_t chunks);
+  // order[p]: the chunk at table position p (token-by-token sequences first, then prompts).
+  void MergeCounters(std::span<const SlotChunk> chunks, const std::vector<int64_t>& order) const;
+  int64_t sequential_count = 0, prefill_count = 0, chunk_count = 0;  // of the step being built
 };
 
 absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
@@ -141,6 +180,25 @@ absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::Impl::EnsurePrefillCapacity(int64_t rows, int64_t chunks) {
+  if (rows <= cap_prefill_rows && chunks <= cap_chunks) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const MesaNetConfig& c = config;
+  if (rows > cap_prefill_rows) {
+    cap_prefill_rows = RoundUpPow2(rows);
+    RETURN_IF_ERROR(q_norm.Allocate(cap_prefill_rows * c.key_dim() * sizeof(float)));
+    RETURN_IF_ERROR(k_norm.Allocate(cap_prefill_rows * c.key_dim() * sizeof(float)));
+    RETURN_IF_ERROR(log_gamma.Allocate(cap_prefill_rows * c.num_heads * sizeof(float)));
+    RETURN_IF_ERROR(beta.Allocate(cap_prefill_rows * c.num_heads * sizeof(float)));
+  }
+  if (chunks > cap_chunks) {
+    cap_chunks = RoundUpPow2(chunks);
+    RETURN_IF_ERROR(chunk_states.Allocate(cap_chunks * c.num_heads * 2 * c.head_dim * c.head_dim *
+                                          sizeof(float)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w,
                                      int64_t out, float* y, bool accumulate) {
   // Row-major y[rows, out] = x[rows, in] * w[out, in]^T, seen column-major as y^T = w x^T.
@@ -161,12 +219,14 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   cudaStream_t s = stream;
   RIDGE_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(counters.as<void>(), 0, seqs * c.num_heads * sizeof(cuda::SolveCounters), s));
-  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedRows(TableAt(0), embeddings.as<void>(), rows,
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedRows(Device(kIds), embeddings.as<void>(), rows,
                                                    hidden_size, hidden.as<float>(), s));
   cuda::MesaRecurrenceArgs args{};
-  args.sequences = {TableAt(1), TableAt(2), TableAt(3), reinterpret_cast<const float*>(TableAt(4)),
-                    TableAt(5), TableAt(6)};
-  args.num_sequences = static_cast<int32_t>(seqs);
+  args.sequences = {
+      Device(kSeqRowBegin),      Device(kSeqRowCount),
+      Device(kSeqSlot),          reinterpret_cast<const float*>(Device(kSeqTolerance)),
+      Device(kSeqMaxIterations), Device(kSeqJacobi)};
+  args.num_sequences = static_cast<int32_t>(seqs - prefill_count);
   args.num_heads = static_cast<int32_t>(c.num_heads);
   args.head_dim = static_cast<int32_t>(c.head_dim);
   args.conv_size = static_cast<int32_t>(c.conv_size);
@@ -180,6 +240,34 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   args.out_bf16 = attn.as<void>();
   args.counters = counters.as<cuda::SolveCounters>();
 
+  cuda::MesaPrefillArgs pre{};
+  pre.table = {Device(kPreRowBegin),
+               Device(kPreRowCount),
+               Device(kPreSlot),
+               reinterpret_cast<const float*>(Device(kPreTolerance)),
+               Device(kPreMaxIterations),
+               Device(kPreChunkBegin),
+               Device(kChunkSequence),
+               static_cast<int32_t>(prefill_count),
+               static_cast<int32_t>(chunk_count)};
+  pre.num_heads = args.num_heads;
+  pre.head_dim = args.head_dim;
+  pre.conv_size = args.conv_size;
+  pre.output_gate = args.output_gate;
+  pre.norm_eps = eps;
+  pre.proj = args.proj;
+  pre.proj_cols = args.proj_cols;
+  pre.state_pool = args.state_pool;
+  pre.slot_floats = slot_floats;
+  pre.layer_floats = layer_floats;
+  pre.q_norm = q_norm.as<float>();
+  pre.k_norm = k_norm.as<float>();
+  pre.log_gamma = log_gamma.as<float>();
+  pre.beta = beta.as<float>();
+  pre.chunk_states = chunk_states.as<float>();
+  pre.out_bf16 = args.out_bf16;
+  pre.counters = args.counters + args.num_sequences * c.num_heads;
+
   for (size_t l = 0; l < layers.size(); ++l) {
     const DeviceLayer& w = layers[l];
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
@@ -191,6 +279,9 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
                     w.a_bias.as<float>(), w.b_bias.as<float>(), w.o_norm.as<float>()};
     args.layer = static_cast<int32_t>(l);
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchMesaRecurrence(args, s));
+    pre.weights = args.weights;
+    pre.layer = args.layer;
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchMesaChunkedPrefill(pre, s));
     RETURN_IF_ERROR(
         Gemm(attn.as<void>(), rows, k, w.o_proj, hidden_size, hidden.as<float>(), true));
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
@@ -203,7 +294,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
         Gemm(act.as<void>(), rows, inter, w.down_proj, hidden_size, hidden.as<float>(), true));
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(
-      hidden.as<float>(), all_rows ? nullptr : TableAt(7), final_norm.as<float>(), out_rows,
+      hidden.as<float>(), all_rows ? nullptr : Device(kOutRow), final_norm.as<float>(), out_rows,
       hidden_size, eps, final_normed.as<void>(), s));
   RETURN_IF_ERROR(Gemm(final_normed.as<void>(), out_rows, hidden_size,
                        lm_head.empty() ? embeddings : lm_head, c.vocab_size, logits.as<float>(),
@@ -251,32 +342,60 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
     RETURN_IF_ERROR(host_logits.Allocate(logits_bytes));
   }
 
-  // Fill the table on the host, then send it in one copy.
+  // Fill the table on the host, then send it in one copy. Long prompts run chunked; decode
+  // tokens and short prompts token by token.
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < seqs; ++i) {
+    if (!RunsChunked(chunks[i])) order.push_back(i);
+  }
+  sequential_count = static_cast<int64_t>(order.size());
+  int64_t prefill_rows = 0;
+  chunk_count = 0;
+  for (int64_t i = 0; i < seqs; ++i) {
+    if (!RunsChunked(chunks[i])) continue;
+    order.push_back(i);
+    prefill_rows += static_cast<int64_t>(chunks[i].tokens.size());
+    chunk_count += (static_cast<int64_t>(chunks[i].tokens.size()) + cuda::kPrefillChunk - 1) /
+                   cuda::kPrefillChunk;
+  }
+  prefill_count = seqs - sequential_count;
+  if (prefill_count > 0) RETURN_IF_ERROR(EnsurePrefillCapacity(rows, chunk_count));
+
   int32_t* t = host_table.as<int32_t>();
   std::memset(t, 0, TableInts() * sizeof(int32_t));
-  int32_t* ids = t;
-  int32_t* row_begin = t + cap_rows;
-  int32_t* row_count = row_begin + cap_seqs;
-  int32_t* slot = row_count + cap_seqs;
-  float* tolerance = reinterpret_cast<float*>(slot + cap_seqs);
-  int32_t* max_iterations = slot + 2 * cap_seqs;
-  int32_t* jacobi = slot + 3 * cap_seqs;
-  int32_t* out_row = slot + 4 * cap_seqs;
+  std::vector<int32_t> row_of(seqs);
   int64_t row = 0;
-  for (int64_t i = 0; i < seqs; ++i) {
-    const SlotChunk& chunk = chunks[i];
-    row_begin[i] = static_cast<int32_t>(row);
-    row_count[i] = static_cast<int32_t>(chunk.tokens.size());
-    slot[i] = static_cast<int32_t>(chunk.slot);
-    tolerance[i] = chunk.solver.tolerance;
-    max_iterations[i] = chunk.solver.max_iterations;
-    jacobi[i] = chunk.phase == SolvePhase::kDecode ? 1 : 0;
-    for (int32_t token : chunk.tokens) ids[row++] = token;
-    out_row[i] = static_cast<int32_t>(row - 1);
+  for (int64_t i = 0; i < seqs; ++i) {  // rows in the caller's order
+    row_of[i] = static_cast<int32_t>(row);
+    for (int32_t token : chunks[i].tokens) Host(kIds)[row++] = token;
+    Host(kOutRow)[i] = static_cast<int32_t>(row - 1);
   }
-  for (int64_t i = seqs; i < padded; ++i) {
-    row_begin[i] = static_cast<int32_t>(i);  // padding: one dummy row each, no state touched
-    out_row[i] = static_cast<int32_t>(i);
+  for (int64_t p = 0; p < sequential_count; ++p) {
+    const SlotChunk& chunk = chunks[order[p]];
+    Host(kSeqRowBegin)[p] = row_of[order[p]];
+    Host(kSeqRowCount)[p] = static_cast<int32_t>(chunk.tokens.size());
+    Host(kSeqSlot)[p] = static_cast<int32_t>(chunk.slot);
+    reinterpret_cast<float*>(Host(kSeqTolerance))[p] = chunk.solver.tolerance;
+    Host(kSeqMaxIterations)[p] = chunk.solver.max_iterations;
+    Host(kSeqJacobi)[p] = chunk.phase == SolvePhase::kDecode ? 1 : 0;
+  }
+  for (int64_t p = seqs; p < padded; ++p) {  // padding: one dummy row each, no state touched
+    Host(kSeqRowBegin)[p] = static_cast<int32_t>(p);
+    Host(kOutRow)[p] = static_cast<int32_t>(p);
+  }
+  int32_t chunk_index = 0;
+  for (int64_t q = 0; q < prefill_count; ++q) {
+    const SlotChunk& chunk = chunks[order[sequential_count + q]];
+    const int32_t count = static_cast<int32_t>(chunk.tokens.size());
+    Host(kPreRowBegin)[q] = row_of[order[sequential_count + q]];
+    Host(kPreRowCount)[q] = count;
+    Host(kPreSlot)[q] = static_cast<int32_t>(chunk.slot);
+    reinterpret_cast<float*>(Host(kPreTolerance))[q] = chunk.solver.tolerance;
+    Host(kPreMaxIterations)[q] = chunk.solver.max_iterations;
+    Host(kPreChunkBegin)[q] = chunk_index;
+    for (int32_t start = 0; start < count; start += cuda::kPrefillChunk) {
+      Host(kChunkSequence)[chunk_index++] = static_cast<int32_t>(q);
+    }
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), t, TableInts() * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, stream));
@@ -307,16 +426,18 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   for (const SlotChunk& chunk : chunks) slot_tokens[chunk.slot] += chunk.tokens.size();
-  MergeCounters(chunks);
+  MergeCounters(chunks, order);
   *out_rows_result = all_rows ? rows : seqs;
   return absl::OkStatus();
 }
 
-void CudaBackend::Impl::MergeCounters(std::span<const SlotChunk> chunks) const {
+void CudaBackend::Impl::MergeCounters(std::span<const SlotChunk> chunks,
+                                      const std::vector<int64_t>& order) const {
   const auto* c = host_counters.as<const cuda::SolveCounters>();
   const int64_t heads = config.num_heads;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].stats == nullptr) continue;
+  for (size_t i = 0; i < order.size(); ++i) {
+    SolverStats* stats = chunks[order[i]].stats;
+    if (stats == nullptr) continue;
     for (int64_t h = 0; h < heads; ++h) {
       const cuda::SolveCounters& x = c[i * heads + h];
       SolverStats s;
@@ -326,7 +447,7 @@ void CudaBackend::Impl::MergeCounters(std::span<const SlotChunk> chunks) const {
       s.capped = x.capped;
       s.sum_relative_residual = x.sum_residual;
       s.max_relative_residual = x.max_residual;
-      chunks[i].stats->Merge(s);
+      stats->Merge(s);
     }
   }
 }

@@ -1,0 +1,516 @@
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/mesa_chunked_prefill.h"
+
+namespace ridge::cuda {
+namespace {
+
+using namespace nvcuda;
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kL = kPrefillChunk;  // tokens per chunk
+constexpr float kL2NormEps = 1e-6f;
+
+__device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float* LayerBase(const MesaPrefillArgs& a, int j) {
+  return a.state_pool + a.table.slot[j] * a.slot_floats + a.layer * a.layer_floats;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Prepare: per (chunk, head). Threads [0, D) own q channel head*D + tid, [D, 2D) the k one.
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
+  __shared__ float sums[2][kWarps];
+  const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
+  const int j = a.table.chunk_sequence[chunk];
+  const int seq_begin = a.table.row_begin[j];
+  const int first = seq_begin + (chunk - a.table.chunk_begin[j]) * kL;
+  const int n = min(kL, seq_begin + a.table.row_count[j] - first);
+  const int H = a.num_heads, K = H * D, W = a.conv_size, tid = threadIdx.x;
+  const bool conv_thread = tid < 2 * D;  // head_dim 64 leaves half of the block idle here
+  const int which = conv_thread ? tid / D : 0, channel = head * D + tid % D;
+  const float* tail = LayerBase(a, j) + 2 * static_cast<int64_t>(H) * D * D +
+                      static_cast<int64_t>(which) * (W - 1) * K;
+  const float* weight = (which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
+  float w[kMaxConvSize];
+#pragma unroll
+  for (int i = 0; i < kMaxConvSize; ++i) w[i] = i < W ? weight[i] : 0.0f;
+
+  for (int t = 0; t < n; ++t) {
+    const int row = first + t;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxConvSize; ++i) {
+      if (i >= W || !conv_thread) break;
+      const int src = row - (W - 1) + i;  // rows before the sequence come from the tail
+      const float raw = src >= seq_begin
+                            ? a.proj[static_cast<int64_t>(src) * a.proj_cols + which * K + channel]
+                            : tail[static_cast<int64_t>(W - 1 + (src - seq_begin)) * K + channel];
+      sum += w[i] * raw;
+    }
+    const float v = Silu(sum);
+    const float sq = WarpSum(v * v);
+    if ((tid & 31) == 0) sums[t & 1][tid >> 5] = sq;
+    __syncthreads();
+    constexpr int kVecWarps = D / 32;
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecWarps; ++i) total += sums[t & 1][which * kVecWarps + i];
+    float* out = which == 0 ? a.q_norm : a.k_norm;
+    if (conv_thread) out[static_cast<int64_t>(row) * K + channel] = v / sqrtf(total + kL2NormEps);
+    if (tid == 0) {
+      const float* pr = a.proj + static_cast<int64_t>(row) * a.proj_cols;
+      const float ga = pr[a.proj_cols - 2 * H + head] + a.weights.a_bias[head];
+      const float gb = pr[a.proj_cols - H + head] + a.weights.b_bias[head];
+      // log(sigmoid(x)) = -softplus(-x), stable for both signs.
+      a.log_gamma[static_cast<int64_t>(row) * H + head] =
+          -(fmaxf(-ga, 0.0f) + log1pf(__expf(-fabsf(ga))));
+      a.beta[static_cast<int64_t>(row) * H + head] = 1.0f / (1.0f + __expf(-gb));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Tails: per sequence, the last W-1 raw q/k projections of (old tail ++ prompt).
+
+__global__ void TailsKernel(MesaPrefillArgs a) {
+  const int j = blockIdx.x;
+  const int H = a.num_heads, K = H * a.head_dim, W = a.conv_size;
+  const int begin = a.table.row_begin[j], count = a.table.row_count[j];
+  float* tails = LayerBase(a, j) + 2 * static_cast<int64_t>(H) * a.head_dim * a.head_dim;
+  for (int c = threadIdx.x; c < 2 * K; c += blockDim.x) {
+    const int which = c / K, channel = c % K;
+    float* tail = tails + static_cast<int64_t>(which) * (W - 1) * K;
+    float next[kMaxConvSize - 1];
+#pragma unroll
+    for (int i = 0; i < kMaxConvSize - 1; ++i) {
+      if (i >= W - 1) break;
+      const int pos = count - (W - 1) + i;  // position in the prompt; < 0 reaches the old tail
+      next[i] = pos >= 0
+                    ? a.proj[static_cast<int64_t>(begin + pos) * a.proj_cols + which * K + channel]
+                    : tail[static_cast<int64_t>(W - 1 + pos) * K + channel];
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxConvSize - 1; ++i) {
+      if (i >= W - 1) break;
+      tail[static_cast<int64_t>(i) * K + channel] = next[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns row
+// 32 * block + t / 8 and D/8 consecutive columns.
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) ChunkStatesKernel(MesaPrefillArgs a) {
+  constexpr int kRowBlocks = D / 32, kCols = D / 8;
+  __shared__ float k_rows[kL][32];  // k_t[i] for this block's rows
+  __shared__ float x_cols[kL][D];   // k_t (Hs) or v_t (Gs), all columns
+  __shared__ float decay[kL], gain[kL];
+  int idx = blockIdx.x;
+  const int row_block = idx % kRowBlocks;
+  idx /= kRowBlocks;
+  const int matrix = idx % 2;  // 0: Hs, 1: Gs
+  idx /= 2;
+  const int head = idx % a.num_heads, j = idx / a.num_heads;
+  const int H = a.num_heads, K = H * D, tid = threadIdx.x;
+  const int r = row_block * 32 + tid / 8, c0 = (tid % 8) * kCols;
+  float* state = LayerBase(a, j) + static_cast<int64_t>(matrix * H + head) * D * D;
+  float m[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; c += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(state + r * D + c0 + c);
+    m[c] = v.x, m[c + 1] = v.y, m[c + 2] = v.z, m[c + 3] = v.w;
+  }
+  const int begin = a.table.row_begin[j], count = a.table.row_count[j];
+  const float* x_src = matrix == 0 ? a.k_norm : a.proj;
+  const int x_stride = matrix == 0 ? K : a.proj_cols;
+  const int x_offset = matrix == 0 ? head * D : 2 * K + head * D;
+  for (int start = 0, chunk = a.table.chunk_begin[j]; start < count; start += kL, ++chunk) {
+    float* out = a.chunk_states + ((static_cast<int64_t>(chunk) * H + head) * 2 + matrix) * D * D;
+#pragma unroll
+    for (int c = 0; c < kCols; c += 4) {
+      *reinterpret_cast<float4*>(out + r * D + c0 + c) =
+          make_float4(m[c], m[c + 1], m[c + 2], m[c + 3]);
+    }
+    const int n = min(kL, count - start);
+    __syncthreads();  // the previous chunk's shared rows are consumed
+    for (int i = tid; i < n * D; i += kThreads) {
+      const int t = i / D, col = i % D;
+      const int64_t row = begin + start + t;
+      x_cols[t][col] = x_src[row * x_stride + x_offset + col];
+    }
+    for (int i = tid; i < n * 32; i += kThreads) {
+      const int t = i / 32;
+      k_rows[t][i % 32] = a.k_norm[(begin + start + t) * static_cast<int64_t>(K) + head * D +
+                                   row_block * 32 + i % 32];
+    }
+    for (int t = tid; t < n; t += kThreads) {
+      const int64_t row = begin + start + t;
+      decay[t] = __expf(a.log_gamma[row * H + head]);
+      gain[t] = a.beta[row * H + head];
+    }
+    __syncthreads();
+    for (int t = 0; t < n; ++t) {
+      const float g = decay[t], bk = gain[t] * k_rows[t][tid / 8];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) m[c] = g * m[c] + bk * x_cols[t][c0 + c];
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kCols; c += 4) {
+    *reinterpret_cast<float4*>(state + r * D + c0 + c) =
+        make_float4(m[c], m[c + 1], m[c + 2], m[c + 3]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Solve and readout: per (chunk, head).
+
+template <int D>
+struct SolveLayout {
+  static constexpr int kLd = D + 4;          // padded row stride of the [*, D] tiles
+  static constexpr int kLdS = kL + 4;        // of the [L, L] tile
+  static constexpr int kMat = 0;             // Hs_c, later Gs_c: [D, kLd]
+  static constexpr int kK = kMat + D * kLd;  // K, later V: [L, kLd]
+  static constexpr int kP = kK + kL * kLd;   // P, later X: [L, kLd]
+  static constexpr int kY = kP + kL * kLd;   // products: [L, kLd]
+  static constexpr int kS = kY + kL * kLd;   // [L, kLdS]
+  static constexpr int kG = kS + kL * kLdS;  // cumulative log decay [L]
+  static constexpr int kBeta = kG + kL;      // [L]
+  static constexpr int kTotal = kBeta + kL;
+};
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+template <typename Layout>
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+template <typename Frag>
+__device__ __forceinline__ void SplitTf32(Frag& hi, Frag& lo) {
+#pragma unroll
+  for (int i = 0; i < hi.num_elements; ++i) {
+    const float x = hi.x[i];
+    hi.x[i] = wmma::__float_to_tf32(x);
+    lo.x[i] = wmma::__float_to_tf32(x - hi.x[i]);
+  }
+}
+
+// acc += A[16, kdim] * B[kdim, 16] with 3xTF32 (hi*hi + lo*hi + hi*lo): about fp32 accuracy.
+// a: A's tile row 0 (row-major, lda). b: B[0][n0] for row-major B (element (k, n) at
+// b[k * ldb + n]); for col_major, element (k, n) at b[n * ldb + k].
+template <typename BLayout>
+__device__ __forceinline__ void MmaTile(FragC& acc, const float* a, int lda, const float* b,
+                                        int ldb, int kdim) {
+  constexpr bool kRowMajorB = std::is_same_v<BLayout, wmma::row_major>;
+  for (int k = 0; k < kdim; k += 8) {
+    FragA a_hi, a_lo;
+    FragB<BLayout> b_hi, b_lo;
+    wmma::load_matrix_sync(a_hi, a + k, lda);
+    wmma::load_matrix_sync(b_hi, kRowMajorB ? b + k * ldb : b + k, ldb);
+    SplitTf32(a_hi, a_lo);
+    SplitTf32(b_hi, b_lo);
+    wmma::mma_sync(acc, a_lo, b_hi, acc);
+    wmma::mma_sync(acc, a_hi, b_lo, acc);
+    wmma::mma_sync(acc, a_hi, b_hi, acc);
+  }
+}
+
+// Y[L, D] = X[L, D] * M[D, D] (M symmetric or not; row-major), tiles spread over the warps.
+template <int D>
+__device__ void ProductWithState(const float* x, const float* m, float* y) {
+  using Lo = SolveLayout<D>;
+  constexpr int kTilesN = D / 16, kTiles = (kL / 16) * kTilesN;
+  const int warp = threadIdx.x >> 5;
+  for (int tile = warp; tile < kTiles; tile += kWarps) {
+    const int tm = tile / kTilesN, tn = tile % kTilesN;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    MmaTile<wmma::row_major>(acc, x + tm * 16 * Lo::kLd, Lo::kLd, m + tn * 16, Lo::kLd, D);
+    wmma::store_matrix_sync(y + tm * 16 * Lo::kLd + tn * 16, acc, Lo::kLd, wmma::mem_row_major);
+  }
+}
+
+// S[L, L] = X[L, D] * K[L, D]^T.
+template <int D>
+__device__ void ProductWithKeys(const float* x, const float* k, float* s) {
+  using Lo = SolveLayout<D>;
+  constexpr int kTilesN = kL / 16, kTiles = (kL / 16) * kTilesN;
+  const int warp = threadIdx.x >> 5;
+  for (int tile = warp; tile < kTiles; tile += kWarps) {
+    const int tm = tile / kTilesN, tn = tile % kTilesN;
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    MmaTile<wmma::col_major>(acc, x + tm * 16 * Lo::kLd, Lo::kLd, k + tn * 16 * Lo::kLd, Lo::kLd,
+                             D);
+    wmma::store_matrix_sync(s + tm * 16 * Lo::kLdS + tn * 16, acc, Lo::kLdS, wmma::mem_row_major);
+  }
+}
+
+// Y[L, D] += W[L, L] * V[L, D].
+template <int D>
+__device__ void AccumulateIntraChunk(const float* w, const float* v, float* y) {
+  using Lo = SolveLayout<D>;
+  constexpr int kTilesN = D / 16, kTiles = (kL / 16) * kTilesN;
+  const int warp = threadIdx.x >> 5;
+  for (int tile = warp; tile < kTiles; tile += kWarps) {
+    const int tm = tile / kTilesN, tn = tile % kTilesN;
+    FragC acc;
+    float* out = y + tm * 16 * Lo::kLd + tn * 16;
+    wmma::load_matrix_sync(acc, out, Lo::kLd, wmma::mem_row_major);
+    MmaTile<wmma::row_major>(acc, w + tm * 16 * Lo::kLdS, Lo::kLdS, v + tn * 16, Lo::kLd, kL);
+    wmma::store_matrix_sync(out, acc, Lo::kLd, wmma::mem_row_major);
+  }
+}
+
+// In place: S[t][s] <- S[t][s] * beta_s * exp(G_t - G_s) for s <= t, else 0. And Y's rows are
+// scaled by exp(G_t) (the decay of the chunk-start state up to token t).
+template <int D>
+__device__ void DecayWeights(const float* g, const float* beta, float* s, float* y) {
+  using Lo = SolveLayout<D>;
+  for (int i = threadIdx.x; i < kL * kL; i += kThreads) {
+    const int t = i / kL, u = i % kL;
+    float& e = s[t * Lo::kLdS + u];
+    e = u <= t ? e * beta[u] * __expf(g[t] - g[u]) : 0.0f;
+  }
+  for (int i = threadIdx.x; i < kL * D; i += kThreads) {
+    const int t = i / D;
+    y[t * Lo::kLd + i % D] *= __expf(g[t]);
+  }
+}
+
+// The four threads of a row (consecutive lanes) each hold D/4 of its columns.
+__device__ __forceinline__ float RowSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// Rows [0, n) of a [*, D] tile from global memory (any row stride: the projections' rows need
+// not be 16-byte aligned), zeros below.
+template <int D>
+__device__ __forceinline__ void LoadTile(float* dst, const float* src, int64_t src_stride, int n) {
+  using Lo = SolveLayout<D>;
+  for (int i = threadIdx.x; i < kL * D; i += kThreads) {
+    const int t = i / D, c = i % D;
+    dst[t * Lo::kLd + c] = t < n ? src[t * src_stride + c] : 0.0f;
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void LoadMatrix(float* dst, const float* src) {
+  using Lo = SolveLayout<D>;
+  for (int i = threadIdx.x; i < D * D / 4; i += kThreads) {
+    const int r = i / (D / 4), c = (i % (D / 4)) * 4;
+    *reinterpret_cast<float4*>(dst + r * Lo::kLd + c) =
+        *reinterpret_cast<const float4*>(src + r * D + c);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
+  using Lo = SolveLayout<D>;
+  constexpr int kCols = D / 4;  // columns per thread
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* mat = smem + Lo::kMat;
+  float* keys = smem + Lo::kK;
+  float* p_s = smem + Lo::kP;
+  float* y_s = smem + Lo::kY;
+  float* s_s = smem + Lo::kS;
+  float* g_s = smem + Lo::kG;
+  float* beta_s = smem + Lo::kBeta;
+
+  const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
+  const int j = a.table.chunk_sequence[chunk];
+  const int first = a.table.row_begin[j] + (chunk - a.table.chunk_begin[j]) * kL;
+  const int n = min(kL, a.table.row_begin[j] + a.table.row_count[j] - first);
+  const int H = a.num_heads, K = H * D, tid = threadIdx.x;
+  // Token t = tid / 4 lives in 4 consecutive lanes; lane q of them owns columns q, q+4, q+8, ...
+  // (interleaved, so the lanes of a warp read distinct shared-memory banks).
+  const int t = tid / 4, c0 = tid % 4;
+  const int64_t row = first + t;
+  const float tolerance = a.table.tolerance[j];
+  const int max_iterations = a.table.max_iterations[j];
+  const float* chunk_state = a.chunk_states + (static_cast<int64_t>(chunk) * H + head) * 2 * D * D;
+
+  LoadMatrix<D>(mat, chunk_state);
+  LoadTile<D>(keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  if (tid < 32) {  // inclusive prefix sum of the log decays (two per lane), and the gains
+    const int i0 = 2 * tid;
+    const float l0 = i0 < n ? a.log_gamma[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
+    const float l1 =
+        i0 + 1 < n ? a.log_gamma[(first + i0 + 1) * static_cast<int64_t>(H) + head] : 0.0f;
+    float pair = l0 + l1, scan = pair;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, scan, offset);
+      if (tid >= offset) scan += up;
+    }
+    const float before = scan - pair;
+    g_s[i0] = before + l0;
+    g_s[i0 + 1] = scan;
+    beta_s[i0] = i0 < n ? a.beta[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
+    beta_s[i0 + 1] = i0 + 1 < n ? a.beta[(first + i0 + 1) * static_cast<int64_t>(H) + head] : 0.0f;
+  }
+
+  // CG from x0 = 0 for every token of the chunk; token t's vectors live in the 4 threads of row t.
+  float x[kCols], r[kCols], p[kCols], lambda[kCols];
+  float delta = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    r[c] = t < n ? a.q_norm[row * K + head * D + c0 + 4 * c] : 0.0f;
+    x[c] = 0.0f;
+    lambda[c] = a.weights.lambda[head * D + c0 + 4 * c];
+    delta += r[c] * r[c];
+  }
+  delta = RowSum(delta);
+  const float initial_norm = sqrtf(delta), stop_norm = tolerance * initial_norm;
+  auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
+  bool active = initial_norm > 0.0f && !converged(delta);
+  int iterations = 0;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    p[c] = active ? r[c] : 0.0f;
+    p_s[t * Lo::kLd + c0 + 4 * c] = p[c];
+  }
+  for (int it = 0; it < max_iterations; ++it) {
+    if (!__syncthreads_or(active)) break;  // also publishes P
+    ProductWithState<D>(p_s, mat, y_s);
+    ProductWithKeys<D>(p_s, keys, s_s);
+    __syncthreads();
+    DecayWeights<D>(g_s, beta_s, s_s, y_s);
+    __syncthreads();
+    AccumulateIntraChunk<D>(s_s, keys, y_s);
+    __syncthreads();
+    float ap[kCols], p_ap = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      ap[c] = y_s[t * Lo::kLd + c0 + 4 * c] + lambda[c] * p[c];
+      p_ap += p[c] * ap[c];
+    }
+    p_ap = RowSum(p_ap);
+    // A is SPD, so p^T A p <= 0 only when p vanished: the residual is at rounding level.
+    const bool step = active && p_ap > 0.0f;
+    const float alpha = step ? delta / p_ap : 0.0f;
+    float delta_new = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      x[c] += alpha * p[c];
+      r[c] -= alpha * ap[c];
+      delta_new += r[c] * r[c];
+    }
+    delta_new = RowSum(delta_new);
+    if (step) {
+      const float ratio = delta_new / delta;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) p[c] = r[c] + ratio * p[c];
+      delta = delta_new;
+      iterations = it + 1;
+      if (delta == 0.0f || converged(delta)) active = false;
+    } else {
+      active = false;
+    }
+    // P was last read by the products, which finished before the barriers above.
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) p_s[t * Lo::kLd + c0 + 4 * c] = active ? p[c] : 0.0f;
+  }
+
+  // Per-token statistics, summed over the block, then added to the sequence's counters.
+  if (t < n && (tid % 4) == 0) {
+    const float residual = initial_norm > 0.0f ? sqrtf(delta) / initial_norm : 0.0f;
+    const bool capped = initial_norm > 0.0f && iterations >= max_iterations && !converged(delta);
+    SolveCounters& counters = a.counters[j * H + head];
+    atomicAdd(&counters.solves, 1);
+    atomicAdd(&counters.total_iterations, iterations);
+    atomicMax(&counters.max_iterations, iterations);
+    atomicAdd(&counters.capped, capped ? 1 : 0);
+    atomicAdd(&counters.sum_residual, residual);
+    atomicMax(reinterpret_cast<int*>(&counters.max_residual), __float_as_int(residual));
+  }
+
+  // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t).
+  __syncthreads();
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) p_s[t * Lo::kLd + c0 + 4 * c] = x[c];
+  __syncthreads();
+  ProductWithKeys<D>(p_s, keys, s_s);
+  __syncthreads();
+  // Gs is stored [key, value], so o = Gs^T x is x^T Gs: the same row-major product.
+  LoadMatrix<D>(mat, chunk_state + D * D);
+  LoadTile<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_cols + 2 * K + head * D,
+              a.proj_cols, n);
+  __syncthreads();
+  ProductWithState<D>(p_s, mat, y_s);
+  __syncthreads();
+  DecayWeights<D>(g_s, beta_s, s_s, y_s);
+  __syncthreads();
+  AccumulateIntraChunk<D>(s_s, keys, y_s);
+  __syncthreads();
+
+  // Per-head RMSNorm with the shared weight, the optional gate, bf16 out.
+  float o[kCols], sum_sq = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    o[c] = y_s[t * Lo::kLd + c0 + 4 * c];
+    sum_sq += o[c] * o[c];
+  }
+  const float scale = rsqrtf(RowSum(sum_sq) / D + a.norm_eps);
+  if (t < n) {
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16) + row * K + head * D + c0;
+    const float* gate = a.proj + row * a.proj_cols + 3 * K + head * D + c0;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float v = o[c] * scale * a.weights.o_norm[c0 + 4 * c];
+      if (a.output_gate) v *= Silu(gate[4 * c]);
+      out[4 * c] = __float2bfloat16(v);
+    }
+  }
+}
+
+template <int D>
+cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
+  const int chunks = a.table.num_chunks, seqs = a.table.num_sequences, H = a.num_heads;
+  PrepareKernel<D><<<chunks * H, kThreads, 0, stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  // Chunk states read the old tails only through q_norm/k_norm, so the tails may move now.
+  TailsKernel<<<seqs, kThreads, 0, stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  ChunkStatesKernel<D><<<seqs * H * 2 * (D / 32), kThreads, 0, stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  constexpr size_t kSmem = SolveLayout<D>::kTotal * sizeof(float);
+  static const cudaError_t attribute =
+      cudaFuncSetAttribute(SolveKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attribute != cudaSuccess) return attribute;
+  SolveKernel<D><<<chunks * H, kThreads, kSmem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream) {
+  if (args.table.num_sequences == 0) return cudaSuccess;
+  switch (args.head_dim) {
+    case 64:
+      return Launch<64>(args, stream);
+    case 128:
+      return Launch<128>(args, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace ridge::cuda
