@@ -29,8 +29,9 @@ struct Layout {
   static constexpr int kQ = kPartial + kParts * D;
   static constexpr int kK = kQ + D;
   static constexpr int kV = kK + D;
-  static constexpr int kP = kV + D;
-  static constexpr int kX = kP + D;
+  static constexpr int kP = kV + D;  // two search directions (double-buffered)
+  static constexpr int kR = kP + 2 * D;
+  static constexpr int kX = kR + D;
   static constexpr int kReduce = kX + D;  // two alternating regions of kWarps floats
   static constexpr int kTotal = kReduce + 2 * kWarps;
   static_assert(kParts * kRows == D && kCols4 * kParts == kThreads, "bad tiling");
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
   float* k_s = smem + L::kK;
   float* v_s = smem + L::kV;
   float* p_s = smem + L::kP;
+  float* r_s = smem + L::kR;
   float* x_s = smem + L::kX;
   float* reduce = smem + L::kReduce;
   int region = 0;
@@ -213,7 +215,10 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     }
     __syncthreads();
 
-    // CG on (Hs + diag(lambda)) x = q; element i = tid lives in threads < D.
+    // CG on (Hs + diag(lambda)) x = q; element i = tid lives in threads < D. Two barriers per
+    // iteration: the product's threads form the direction p_k = r_k + beta p_{k-1} themselves
+    // from the published residual (r_s) and the previous direction (p_s, double-buffered), and
+    // p^T A p comes out of the product's partial sums, so neither needs a barrier of its own.
     const float q_i = tid < D ? q_s[tid] : 0.0f;
     float x_i = 0.0f, r_i = q_i;
     if (jacobi) {
@@ -222,8 +227,12 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
       __syncthreads();
       const float ax = SystemProduct<D>(smem, p_s, partial, lambda_i, x_i);
       r_i = tid < D ? q_i - ax : 0.0f;
+      __syncthreads();  // every thread has read p_s
     }
-    float p_i = r_i;
+    if (tid < D) {
+      r_s[tid] = r_i;
+      p_s[D + tid] = 0.0f;  // p_{-1}
+    }
     float delta = BlockSum(r_i * r_i, reduce, region);
     const float initial_norm = sqrtf(delta);
     const float stop_norm = tolerance * initial_norm;
@@ -232,19 +241,53 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     bool capped = false;
     if (initial_norm > 0.0f) {
       auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
+      const int c4 = tid % L::kCols4, part = tid / L::kCols4;
+      const float4 lambda4 = reinterpret_cast<const float4*>(a.weights.lambda + head * D)[c4];
+      float p_i = r_i, beta_cg = 0.0f;
+      int previous = 1;  // p_s half holding p_{k-1}
       if (!converged(delta)) {
         for (; iteration < max_iterations; ++iteration) {
-          if (tid < D) p_s[tid] = p_i;
-          __syncthreads();
-          const float ap_i = SystemProduct<D>(smem, p_s, partial, lambda_i, p_i);
-          const float p_ap = BlockSum(p_i * ap_i, reduce, region);
+          const float* p_prev = p_s + previous * D;
+          const float4* hs4 = reinterpret_cast<const float4*>(hs);
+          float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+          for (int r = 0; r < L::kRows; ++r) {
+            const int row = part * L::kRows + r;
+            const float p_row = __fmaf_rn(beta_cg, p_prev[row], r_s[row]);
+            const float4 h = hs4[row * L::kCols4 + c4];
+            acc.x += h.x * p_row;
+            acc.y += h.y * p_row;
+            acc.z += h.z * p_row;
+            acc.w += h.w * p_row;
+          }
+          const float4 rc = reinterpret_cast<const float4*>(r_s)[c4];
+          const float4 pc = reinterpret_cast<const float4*>(p_prev)[c4];
+          const float4 p4 =
+              make_float4(__fmaf_rn(beta_cg, pc.x, rc.x), __fmaf_rn(beta_cg, pc.y, rc.y),
+                          __fmaf_rn(beta_cg, pc.z, rc.z), __fmaf_rn(beta_cg, pc.w, rc.w));
+          float dot = acc.x * p4.x + acc.y * p4.y + acc.z * p4.z + acc.w * p4.w;
+          if (part == 0) {
+            dot += lambda4.x * p4.x * p4.x + lambda4.y * p4.y * p4.y + lambda4.z * p4.z * p4.z +
+                   lambda4.w * p4.w * p4.w;
+          }
+          reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
+          const float p_ap = BlockSum(dot, reduce, region);  // barrier 1
           // A is SPD, so p^T A p <= 0 only when p vanished: the residual is at rounding level.
           if (!(p_ap > 0.0f)) break;
           const float alpha = delta / p_ap;
-          x_i += alpha * p_i;
-          r_i -= alpha * ap_i;
-          const float delta_new = BlockSum(r_i * r_i, reduce, region);
-          p_i = r_i + (delta_new / delta) * p_i;
+          if (tid < D) {
+            float ap_i = lambda_i * p_i;
+#pragma unroll
+            for (int p = 0; p < L::kParts; ++p) ap_i += partial[p * D + tid];
+            x_i += alpha * p_i;
+            r_i -= alpha * ap_i;
+            r_s[tid] = r_i;                       // read by the next product only
+            p_s[(previous ^ 1) * D + tid] = p_i;  // p_k; that half held p_{k-2}, unread now
+          }
+          const float delta_new = BlockSum(r_i * r_i, reduce, region);  // barrier 2
+          beta_cg = delta_new / delta;
+          p_i = __fmaf_rn(beta_cg, p_i, r_i);
+          previous ^= 1;
           delta = delta_new;
           if (delta == 0.0f || converged(delta)) {
             ++iteration;

@@ -41,20 +41,18 @@ __global__ void RmsNormKernel(const float* in, const int32_t* row_index, const f
   }
 }
 
-__global__ void SwiGluKernel(const float* in, int64_t inter, __nv_bfloat16* out) {
-  const int64_t row = blockIdx.x;
-  const float* gate = in + row * 2 * inter;
-  const float* up = gate + inter;
-  for (int64_t i = threadIdx.x; i < inter; i += kThreads) {
-    const float g = gate[i];
-    out[row * inter + i] = __float2bfloat16(g / (1.0f + __expf(-g)) * up[i]);
-  }
+__global__ void SwiGluKernel(const float* in, int64_t rows, int64_t inter, __nv_bfloat16* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= rows * inter) return;
+  const int64_t row = i / inter, col = i % inter;
+  const float g = in[row * 2 * inter + col];
+  out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * in[row * 2 * inter + inter + col]);
 }
 
-__global__ void ArgmaxRowsKernel(const float* logits, int64_t cols, int32_t* out) {
+__global__ void ArgmaxRowsKernel(const float* logits, int64_t cols, int64_t stride, int32_t* out) {
   __shared__ float best_value[kThreads];
   __shared__ int32_t best_index[kThreads];
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * cols;
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * stride;
   float value = -FLT_MAX;
   int32_t index = 0;
   for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
@@ -103,14 +101,16 @@ cudaError_t LaunchRmsNormToBf16(const float* in, const int32_t* row_index, const
 cudaError_t LaunchSwiGlu(const float* in, int64_t rows, int64_t inter, void* out_bf16,
                          cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  SwiGluKernel<<<rows, kThreads, 0, stream>>>(in, inter, static_cast<__nv_bfloat16*>(out_bf16));
+  const int64_t blocks = (rows * inter + kThreads - 1) / kThreads;
+  SwiGluKernel<<<blocks, kThreads, 0, stream>>>(in, rows, inter,
+                                                static_cast<__nv_bfloat16*>(out_bf16));
   return cudaGetLastError();
 }
 
-cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int32_t* out,
-                             cudaStream_t stream) {
+cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int64_t stride,
+                             int32_t* out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  ArgmaxRowsKernel<<<rows, kThreads, 0, stream>>>(logits, cols, out);
+  ArgmaxRowsKernel<<<rows, kThreads, 0, stream>>>(logits, cols, stride, out);
   return cudaGetLastError();
 }
 

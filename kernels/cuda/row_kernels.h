@@ -18,12 +18,13 @@ cudaError_t LaunchRmsNormToBf16(const float* in, const int32_t* row_index, const
                                 int64_t rows, int64_t cols, float eps, void* out_bf16,
                                 cudaStream_t stream);
 
-// in: [rows, 2I] fp32 (gate | up); out[r, i] = bf16(silu(gate) * up).
+// in: [rows, 2I] fp32 (gate | up); out[r, i] = bf16(silu(gate) * up). Element-parallel.
 cudaError_t LaunchSwiGlu(const float* in, int64_t rows, int64_t inter, void* out_bf16,
                          cudaStream_t stream);
 
-// out[r] = argmax of logits[r, :] (the lowest index among equal maxima).
-cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int32_t* out,
-                             cudaStream_t stream);
+// out[r] = argmax of logits[r, 0:cols) (the lowest index among equal maxima); rows are
+// `stride` floats apart.
+cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int64_t stride,
+                             int32_t* out, cudaStream_t stream);
 
 }  // namespace ridge::cuda

@@ -77,6 +77,10 @@ struct CudaBackend::Impl {
   MesaNetConfig config;
   CudaBackendOptions options;
   int64_t proj_cols = 0, layer_floats = 0, slot_floats = 0;
+  // Row stride of the logits: the vocabulary rounded up to 16, so the output-layer product
+  // gets aligned rows (an odd vocabulary such as 50257 made cuBLAS fall back to a kernel 20x
+  // slower). The extra rows of the output matrix are zero; nothing reads their logits.
+  int64_t vocab_stride = 0;
   int64_t weight_bytes = 0;
 
   cudaStream_t stream = nullptr;
@@ -297,18 +301,19 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
       hidden.as<float>(), all_rows ? nullptr : Device(kOutRow), final_norm.as<float>(), out_rows,
       hidden_size, eps, final_normed.as<void>(), s));
   RETURN_IF_ERROR(Gemm(final_normed.as<void>(), out_rows, hidden_size,
-                       lm_head.empty() ? embeddings : lm_head, c.vocab_size, logits.as<float>(),
+                       lm_head.empty() ? embeddings : lm_head, vocab_stride, logits.as<float>(),
                        false));
   if (greedy) {
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchArgmaxRows(logits.as<float>(), out_rows, c.vocab_size,
-                                                      argmax.as<int32_t>(), s));
+                                                      vocab_stride, argmax.as<int32_t>(), s));
     RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_argmax.as<void>(), argmax.as<void>(),
                                                out_rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                                s));
   } else {
-    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.as<void>(), logits.as<void>(),
-                                               out_rows * c.vocab_size * sizeof(float),
-                                               cudaMemcpyDeviceToHost, s));
+    RIDGE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy2DAsync(host_logits.as<void>(), c.vocab_size * sizeof(float), logits.as<void>(),
+                          vocab_stride * sizeof(float), c.vocab_size * sizeof(float), out_rows,
+                          cudaMemcpyDeviceToHost, s));
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_counters.as<void>(), counters.as<void>(),
                                              seqs * c.num_heads * sizeof(cuda::SolveCounters),
@@ -332,7 +337,7 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   const int64_t step_rows = graphable ? padded : rows;
   const int64_t out_rows = all_rows ? rows : padded;
   RETURN_IF_ERROR(EnsureCapacity(step_rows, padded));
-  const size_t logits_bytes = out_rows * config.vocab_size * sizeof(float);
+  const size_t logits_bytes = out_rows * vocab_stride * sizeof(float);
   if (logits.bytes() < logits_bytes) {
     RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
@@ -487,9 +492,18 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   RIDGE_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(impl->cublas, impl->cublas_workspace.as<void>(),
                                                   impl->cublas_workspace.bytes()));
 
-  ASSIGN_OR_RETURN(impl->embeddings, cuda::UploadAsBf16(weights.embeddings));
-  if (!weights.lm_head.empty()) {
-    ASSIGN_OR_RETURN(impl->lm_head, cuda::UploadAsBf16(weights.lm_head));
+  impl->vocab_stride = (config.vocab_size + 15) / 16 * 16;
+  auto padded_output_matrix = [&](const std::vector<float>& m) {
+    std::vector<float> padded(m);
+    padded.resize(impl->vocab_stride * c, 0.0f);
+    return padded;
+  };
+  if (weights.lm_head.empty()) {  // tied: one padded table serves both ends
+    ASSIGN_OR_RETURN(impl->embeddings,
+                     cuda::UploadAsBf16(padded_output_matrix(weights.embeddings)));
+  } else {
+    ASSIGN_OR_RETURN(impl->embeddings, cuda::UploadAsBf16(weights.embeddings));
+    ASSIGN_OR_RETURN(impl->lm_head, cuda::UploadAsBf16(padded_output_matrix(weights.lm_head)));
   }
   ASSIGN_OR_RETURN(impl->final_norm, cuda::UploadAsF32(weights.final_norm));
   int64_t bytes = impl->embeddings.bytes() + impl->lm_head.bytes() + impl->final_norm.bytes();
