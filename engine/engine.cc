@@ -266,8 +266,7 @@ void Engine::CancelOrExpire(std::vector<RequestId> cancels) {
   sweep(running_, false);
 }
 
-bool Engine::Advance(Sequence& seq, std::span<const float> logits, SteadyTime now) {
-  const int32_t token = seq.sampler.Sample(logits, seq.request.prompt, seq.generated);
+bool Engine::Advance(Sequence& seq, int32_t token, std::span<const float> logits, SteadyTime now) {
   if (!seq.has_token) {
     seq.usage.time_to_first_token_seconds = Seconds(seq.submitted, now);
     seq.has_token = true;
@@ -373,8 +372,16 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
   report.decode_sequences = static_cast<int64_t>(plan.decode.size());
 
   if (!chunks.empty()) {
+    // When every sequence of the step decodes greedily without logprobs, the backend picks the
+    // tokens itself (on a GPU: no logits copied to the host).
+    const bool backend_picks = std::all_of(members.begin(), members.end(), [](const Sequence* s) {
+      return s->sampler.IsPlainArgmax() && !s->request.logprobs && s->request.top_logprobs == 0;
+    });
     std::vector<float> logits;
-    const absl::Status status = backend_->Forward(chunks, LogitsFor::kLastToken, &logits);
+    std::vector<int32_t> picked;
+    const absl::Status status = backend_picks
+                                    ? backend_->ForwardGreedy(chunks, &picked)
+                                    : backend_->Forward(chunks, LogitsFor::kLastToken, &logits);
     const SteadyTime now = std::chrono::steady_clock::now();
     report.seconds = Seconds(step_start, now);
     const int64_t vocab = backend_->config().vocab_size;
@@ -394,9 +401,15 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.request.prompt.size())) continue;
       }
-      if (!Advance(seq, std::span<const float>(logits).subspan(i * vocab, vocab), now)) {
-        finished.push_back(seq.id);
+      std::span<const float> row;
+      int32_t token;
+      if (backend_picks) {
+        token = picked[i];
+      } else {
+        row = std::span<const float>(logits).subspan(i * vocab, vocab);
+        token = seq.sampler.Sample(row, seq.request.prompt, seq.generated);
       }
+      if (!Advance(seq, token, row, now)) finished.push_back(seq.id);
     }
     std::erase_if(running_, [&](const std::unique_ptr<Sequence>& seq) {
       return std::find(finished.begin(), finished.end(), seq->id) != finished.end();

@@ -74,8 +74,9 @@ class Engine {
   // One scheduling step on the engine thread, without the lock held.
   void RunStep(std::vector<std::unique_ptr<Sequence>> arrived, std::vector<RequestId> cancels);
   void CancelOrExpire(std::vector<RequestId> cancels);
-  // Samples the next token from `logits` and sends it; false when the sequence is finished.
-  bool Advance(Sequence& seq, std::span<const float> logits, SteadyTime now);
+  // Appends the sampled `token` and sends it; false when the sequence is finished. `logits`
+  // (empty when the backend picked the token) feed the requested logprobs.
+  bool Advance(Sequence& seq, int32_t token, std::span<const float> logits, SteadyTime now);
   void Finish(Sequence& seq, FinishReason reason, absl::Status status);
   void PublishSnapshot();
   // Sends the step's events once its metrics are recorded, so a client that has its answer

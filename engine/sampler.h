@@ -42,6 +42,13 @@ class Sampler {
   void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
                       std::span<const int32_t> generated_tokens);
 
+  // True when Sample is a plain argmax of the logits (temperature 0, no penalties): a backend
+  // can then pick the token itself without sending the logits anywhere.
+  bool IsPlainArgmax() const {
+    return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f &&
+           params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f;
+  }
+
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }
 

@@ -1,6 +1,7 @@
 #include "models/model_backend.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -14,8 +15,18 @@ absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
   const int64_t vocab = config().vocab_size;
   next_tokens->resize(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
+    // The sampler's greedy rule: NaN counts as -inf, the lowest id wins ties, 0 if nothing
+    // beats -inf.
     const float* row = logits.data() + i * vocab;
-    (*next_tokens)[i] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+    int32_t best = 0;
+    float best_value = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (row[t] > best_value) {
+        best_value = row[t];
+        best = static_cast<int32_t>(t);
+      }
+    }
+    (*next_tokens)[i] = best;
   }
   return absl::OkStatus();
 }

@@ -148,15 +148,39 @@ __global__ void __launch_bounds__(kThreads) ChunkStatesKernel(MesaPrefillArgs a)
     }
     const int n = min(kL, count - start);
     __syncthreads();  // the previous chunk's shared rows are consumed
-    for (int i = tid; i < n * D; i += kThreads) {
-      const int t = i / D, col = i % D;
-      const int64_t row = begin + start + t;
-      x_cols[t][col] = x_src[row * x_stride + x_offset + col];
+    // Batches of 8 independent loads per thread in flight, then the shared-memory stores.
+    constexpr int kPerThread = kL * D / kThreads, kBatch = 8;
+    static_assert(kPerThread % kBatch == 0 && kL * 32 / kThreads == kBatch, "tiling");
+#pragma unroll 1
+    for (int b = 0; b < kPerThread; b += kBatch) {
+      float staged[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = tid + (b + u) * kThreads, t = i / D;
+        staged[u] =
+            t < n ? x_src[(begin + start + t) * static_cast<int64_t>(x_stride) + x_offset + i % D]
+                  : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = tid + (b + u) * kThreads;
+        x_cols[i / D][i % D] = staged[u];
+      }
     }
-    for (int i = tid; i < n * 32; i += kThreads) {
-      const int t = i / 32;
-      k_rows[t][i % 32] = a.k_norm[(begin + start + t) * static_cast<int64_t>(K) + head * D +
-                                   row_block * 32 + i % 32];
+    {
+      float staged[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = tid + u * kThreads, t = i / 32;
+        staged[u] = t < n ? a.k_norm[(begin + start + t) * static_cast<int64_t>(K) + head * D +
+                                     row_block * 32 + i % 32]
+                          : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = tid + u * kThreads;
+        k_rows[i / 32][i % 32] = staged[u];
+      }
     }
     for (int t = tid; t < n; t += kThreads) {
       const int64_t row = begin + start + t;
@@ -199,6 +223,8 @@ template <typename Layout>
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
 
+// 3xTF32: x = hi + lo with both parts representable in TF32; hi*hi + lo*hi + hi*lo recovers
+// about fp32 accuracy from the TF32 tensor cores.
 template <typename Frag>
 __device__ __forceinline__ void SplitTf32(Frag& hi, Frag& lo) {
 #pragma unroll
@@ -209,71 +235,65 @@ __device__ __forceinline__ void SplitTf32(Frag& hi, Frag& lo) {
   }
 }
 
-// acc += A[16, kdim] * B[kdim, 16] with 3xTF32 (hi*hi + lo*hi + hi*lo): about fp32 accuracy.
-// a: A's tile row 0 (row-major, lda). b: B[0][n0] for row-major B (element (k, n) at
-// b[k * ldb + n]); for col_major, element (k, n) at b[n * ldb + k].
-template <typename BLayout>
-__device__ __forceinline__ void MmaTile(FragC& acc, const float* a, int lda, const float* b,
-                                        int ldb, int kdim) {
+// C[L, 16 * kTilesN] (+)= A[L, kdim] * B[kdim, 16 * kTilesN]. Warp w owns column tile
+// w % kTilesN and a run of row tiles, so each B fragment is loaded and split once per k-step and
+// reused for every row tile.
+template <int kTilesN, typename BLayout>
+__device__ __forceinline__ void MultiplyChunkRows(const float* a, int lda, const float* b, int ldb,
+                                                  int kdim, float* c, int ldc, bool accumulate) {
+  static_assert(kWarps % kTilesN == 0, "column tiles must divide the warps");
+  constexpr int kRowTiles = (kL / 16) / (kWarps / kTilesN);
   constexpr bool kRowMajorB = std::is_same_v<BLayout, wmma::row_major>;
+  const int warp = threadIdx.x >> 5;
+  const int tn = warp % kTilesN, tm0 = (warp / kTilesN) * kRowTiles;
+  FragC acc[kRowTiles];
+#pragma unroll
+  for (int i = 0; i < kRowTiles; ++i) {
+    if (accumulate) {
+      wmma::load_matrix_sync(acc[i], c + (tm0 + i) * 16 * ldc + tn * 16, ldc, wmma::mem_row_major);
+    } else {
+      wmma::fill_fragment(acc[i], 0.0f);
+    }
+  }
   for (int k = 0; k < kdim; k += 8) {
-    FragA a_hi, a_lo;
     FragB<BLayout> b_hi, b_lo;
-    wmma::load_matrix_sync(a_hi, a + k, lda);
-    wmma::load_matrix_sync(b_hi, kRowMajorB ? b + k * ldb : b + k, ldb);
-    SplitTf32(a_hi, a_lo);
+    wmma::load_matrix_sync(b_hi, kRowMajorB ? b + k * ldb + tn * 16 : b + tn * 16 * ldb + k, ldb);
     SplitTf32(b_hi, b_lo);
-    wmma::mma_sync(acc, a_lo, b_hi, acc);
-    wmma::mma_sync(acc, a_hi, b_lo, acc);
-    wmma::mma_sync(acc, a_hi, b_hi, acc);
+#pragma unroll
+    for (int i = 0; i < kRowTiles; ++i) {
+      FragA a_hi, a_lo;
+      wmma::load_matrix_sync(a_hi, a + (tm0 + i) * 16 * lda + k, lda);
+      SplitTf32(a_hi, a_lo);
+      wmma::mma_sync(acc[i], a_lo, b_hi, acc[i]);
+      wmma::mma_sync(acc[i], a_hi, b_lo, acc[i]);
+      wmma::mma_sync(acc[i], a_hi, b_hi, acc[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kRowTiles; ++i) {
+    wmma::store_matrix_sync(c + (tm0 + i) * 16 * ldc + tn * 16, acc[i], ldc, wmma::mem_row_major);
   }
 }
 
-// Y[L, D] = X[L, D] * M[D, D] (M symmetric or not; row-major), tiles spread over the warps.
+// Y[L, D] = X[L, D] * M[D, D] (row-major M).
 template <int D>
 __device__ void ProductWithState(const float* x, const float* m, float* y) {
   using Lo = SolveLayout<D>;
-  constexpr int kTilesN = D / 16, kTiles = (kL / 16) * kTilesN;
-  const int warp = threadIdx.x >> 5;
-  for (int tile = warp; tile < kTiles; tile += kWarps) {
-    const int tm = tile / kTilesN, tn = tile % kTilesN;
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    MmaTile<wmma::row_major>(acc, x + tm * 16 * Lo::kLd, Lo::kLd, m + tn * 16, Lo::kLd, D);
-    wmma::store_matrix_sync(y + tm * 16 * Lo::kLd + tn * 16, acc, Lo::kLd, wmma::mem_row_major);
-  }
+  MultiplyChunkRows<D / 16, wmma::row_major>(x, Lo::kLd, m, Lo::kLd, D, y, Lo::kLd, false);
 }
 
 // S[L, L] = X[L, D] * K[L, D]^T.
 template <int D>
 __device__ void ProductWithKeys(const float* x, const float* k, float* s) {
   using Lo = SolveLayout<D>;
-  constexpr int kTilesN = kL / 16, kTiles = (kL / 16) * kTilesN;
-  const int warp = threadIdx.x >> 5;
-  for (int tile = warp; tile < kTiles; tile += kWarps) {
-    const int tm = tile / kTilesN, tn = tile % kTilesN;
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    MmaTile<wmma::col_major>(acc, x + tm * 16 * Lo::kLd, Lo::kLd, k + tn * 16 * Lo::kLd, Lo::kLd,
-                             D);
-    wmma::store_matrix_sync(s + tm * 16 * Lo::kLdS + tn * 16, acc, Lo::kLdS, wmma::mem_row_major);
-  }
+  MultiplyChunkRows<kL / 16, wmma::col_major>(x, Lo::kLd, k, Lo::kLd, D, s, Lo::kLdS, false);
 }
 
 // Y[L, D] += W[L, L] * V[L, D].
 template <int D>
 __device__ void AccumulateIntraChunk(const float* w, const float* v, float* y) {
   using Lo = SolveLayout<D>;
-  constexpr int kTilesN = D / 16, kTiles = (kL / 16) * kTilesN;
-  const int warp = threadIdx.x >> 5;
-  for (int tile = warp; tile < kTiles; tile += kWarps) {
-    const int tm = tile / kTilesN, tn = tile % kTilesN;
-    FragC acc;
-    float* out = y + tm * 16 * Lo::kLd + tn * 16;
-    wmma::load_matrix_sync(acc, out, Lo::kLd, wmma::mem_row_major);
-    MmaTile<wmma::row_major>(acc, w + tm * 16 * Lo::kLdS, Lo::kLdS, v + tn * 16, Lo::kLd, kL);
-    wmma::store_matrix_sync(out, acc, Lo::kLd, wmma::mem_row_major);
-  }
+  MultiplyChunkRows<D / 16, wmma::row_major>(w, Lo::kLdS, v, Lo::kLd, kL, y, Lo::kLd, true);
 }
 
 // In place: S[t][s] <- S[t][s] * beta_s * exp(G_t - G_s) for s <= t, else 0. And Y's rows are
