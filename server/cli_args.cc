@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ridge {
 
@@ -84,6 +85,21 @@ absl::StatusOr<std::vector<int32_t>> CliArgs::IdList(const std::string& name) co
   if (it == values_.end())
     return absl::InvalidArgumentError(absl::StrCat("--", name, " is required"));
   return ParseIdList(it->second, "--" + name);
+}
+
+absl::StatusOr<std::vector<double>> CliArgs::NumberList(const std::string& name,
+                                                        const std::string& fallback) const {
+  const std::string text = StringOr(name, fallback);
+  std::vector<double> values;
+  for (const auto piece : absl::StrSplit(text, ',')) {
+    double v;
+    if (!absl::SimpleAtod(piece, &v) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " '", text, "' must be comma-separated numbers"));
+    }
+    values.push_back(v);
+  }
+  return values;
 }
 
 absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& what) {

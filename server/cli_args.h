@@ -25,6 +25,9 @@ class CliArgs {
   absl::StatusOr<int64_t> Int(const std::string& name, int64_t fallback) const;
   absl::StatusOr<double> Double(const std::string& name, double fallback) const;
   absl::StatusOr<std::vector<int32_t>> IdList(const std::string& name) const;
+  // "1,16,64" or "0,1e-3": comma-separated finite numbers; `fallback` when the flag is absent.
+  absl::StatusOr<std::vector<double>> NumberList(const std::string& name,
+                                                 const std::string& fallback) const;
 
  private:
   std::map<std::string, std::string> values_;

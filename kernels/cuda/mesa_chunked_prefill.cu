@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
 
 namespace ridge::cuda {
@@ -523,14 +524,8 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
 
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream) {
   if (args.table.num_sequences == 0) return cudaSuccess;
-  switch (args.head_dim) {
-    case 64:
-      return Launch<64>(args, stream);
-    case 128:
-      return Launch<128>(args, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchHeadDim(args.head_dim,
+                         [&](auto d) { return Launch<decltype(d)::value>(args, stream); });
 }
 
 }  // namespace ridge::cuda

@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 
+#include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
 
 namespace ridge::cuda {
@@ -392,19 +393,13 @@ cudaError_t Launch(const MesaRecurrenceArgs& args, cudaStream_t stream) {
 }  // namespace
 
 bool MesaRecurrenceSupports(int head_dim, int conv_size) {
-  return (head_dim == 64 || head_dim == 128) && conv_size >= 1 && conv_size <= kMaxConvSize;
+  return IsSupportedHeadDim(head_dim) && conv_size >= 1 && conv_size <= kMaxConvSize;
 }
 
 cudaError_t LaunchMesaRecurrence(const MesaRecurrenceArgs& args, cudaStream_t stream) {
   if (args.num_sequences == 0) return cudaSuccess;
-  switch (args.head_dim) {
-    case 64:
-      return Launch<64>(args, stream);
-    case 128:
-      return Launch<128>(args, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchHeadDim(args.head_dim,
+                         [&](auto d) { return Launch<decltype(d)::value>(args, stream); });
 }
 
 }  // namespace ridge::cuda

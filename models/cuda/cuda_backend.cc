@@ -519,7 +519,16 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   }
   impl->weight_bytes = bytes;
 
-  RETURN_IF_ERROR(impl->state_pool.Allocate(options.num_slots * impl->slot_floats * sizeof(float)));
+  const size_t pool_bytes = options.num_slots * impl->slot_floats * sizeof(float);
+  if (const absl::Status pool = impl->state_pool.Allocate(pool_bytes); !pool.ok()) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    return absl::ResourceExhaustedError(
+        absl::StrCat(options.num_slots, " state slots of ", impl->slot_floats * sizeof(float),
+                     " bytes (", pool_bytes, " bytes in all) do not fit in the GPU's ", free_bytes,
+                     " free bytes after the weights; use fewer --slots (", pool.message(), ")"));
+  }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemset(impl->state_pool.as<void>(), 0, impl->state_pool.bytes()));
   impl->slot_tokens.assign(options.num_slots, 0);
   RETURN_IF_ERROR(

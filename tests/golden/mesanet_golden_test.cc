@@ -10,39 +10,16 @@
 
 #include "engine/scoring.h"
 #include "models/checkpoint.h"
+#include "tests/support/logit_agreement.h"
 
 namespace ridge {
 namespace {
 
+using testing::Agreement;
+using testing::Compare;
+using testing::ReadFloats;
+
 const std::filesystem::path kDataDir = std::filesystem::path(RIDGE_TEST_DATA_DIR) / "mesanet";
-
-struct Agreement {
-  double relative_rms = 0;
-  double top1 = 0;
-};
-
-std::vector<float> ReadFloats(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
-  return values;
-}
-
-Agreement Compare(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab) {
-  EXPECT_EQ(got.size(), want.size());
-  double diff = 0, norm = 0;
-  int64_t same = 0, rows = static_cast<int64_t>(want.size()) / vocab;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto g = got.begin() + r * vocab, w = want.begin() + r * vocab;
-    same += std::max_element(g, g + vocab) - g == std::max_element(w, w + vocab) - w;
-  }
-  return {std::sqrt(diff / norm), double(same) / rows};
-}
 
 struct GoldenCase {
   std::string name;

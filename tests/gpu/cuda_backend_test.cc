@@ -18,9 +18,14 @@
 #include "kernels/device_info.h"
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
+#include "tests/support/logit_agreement.h"
 
 namespace ridge {
 namespace {
+
+using testing::Agreement;
+using testing::Compare;
+using testing::ReadFloats;
 
 std::filesystem::path DataDir() {
   const char* env = std::getenv("RIDGE_TEST_DATA_DIR");
@@ -29,35 +34,6 @@ std::filesystem::path DataDir() {
 
 #define SKIP_WITHOUT_GPU() \
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here"
-
-struct Agreement {
-  double relative_rms = 0;
-  double top1 = 0;
-};
-
-Agreement Compare(std::span<const float> got, std::span<const float> want, int64_t width) {
-  EXPECT_EQ(got.size(), want.size());
-  double diff = 0, norm = 0;
-  int64_t same = 0;
-  const int64_t rows = static_cast<int64_t>(want.size()) / width;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto g = got.begin() + r * width, w = want.begin() + r * width;
-    same += std::max_element(g, g + width) - g == std::max_element(w, w + width) - w;
-  }
-  return {std::sqrt(diff / std::max(norm, 1e-30)), rows ? double(same) / rows : 1.0};
-}
-
-std::vector<float> ReadFloats(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
-  return values;
-}
 
 // The GPU keeps matrices in bf16; rounding the CPU's copy the same way leaves only the
 // activation rounding and summation order as differences.

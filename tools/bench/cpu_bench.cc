@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "engine/offline_generation.h"
 #include "kernels/threading.h"
@@ -18,16 +16,6 @@
 
 namespace ridge {
 namespace {
-
-absl::StatusOr<std::vector<double>> NumberList(const std::string& text) {
-  std::vector<double> out;
-  for (const auto piece : absl::StrSplit(text, ',')) {
-    double v;
-    if (!absl::SimpleAtod(piece, &v)) return absl::InvalidArgumentError("bad number list " + text);
-    out.push_back(v);
-  }
-  return out;
-}
 
 absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv,
@@ -39,8 +27,8 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t prompt, args.Int("prompt", 512));
   ASSIGN_OR_RETURN(const int64_t new_tokens, args.Int("new-tokens", 64));
   ASSIGN_OR_RETURN(const int64_t threads, args.Int("threads", 2));
-  ASSIGN_OR_RETURN(const auto batches, NumberList(args.StringOr("batches", "1,8")));
-  ASSIGN_OR_RETURN(const auto tolerances, NumberList(args.StringOr("tolerances", "0,1e-3,1e-4")));
+  ASSIGN_OR_RETURN(const auto batches, args.NumberList("batches", "1,8"));
+  ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3,1e-4"));
   SetComputeThreads(static_cast<int>(threads));
 
   const MesaNetModel model(config, RandomMesaNetWeights(config, 1234));

@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "models/checkpoint.h"
 #include "models/cuda/cuda_backend.h"
@@ -27,16 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-absl::StatusOr<std::vector<double>> NumberList(const std::string& text) {
-  std::vector<double> out;
-  for (const auto piece : absl::StrSplit(text, ',')) {
-    double v;
-    if (!absl::SimpleAtod(piece, &v)) return absl::InvalidArgumentError("bad number list " + text);
-    out.push_back(v);
-  }
-  return out;
 }
 
 std::vector<int32_t> Prompt(int64_t length, int64_t seed, int64_t vocab) {
@@ -186,9 +174,9 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t max_iterations, args.Int("max-iterations", 30));
   ASSIGN_OR_RETURN(const int64_t prefill_batch, args.Int("prefill-batch", 8));
   ASSIGN_OR_RETURN(const int64_t prefill_len, args.Int("prefill-len", 2048));
-  ASSIGN_OR_RETURN(const auto batches, NumberList(args.StringOr("batches", "1,16,64,256")));
-  ASSIGN_OR_RETURN(const auto tolerances, NumberList(args.StringOr("tolerances", "0,1e-3,1e-4")));
-  ASSIGN_OR_RETURN(const auto prefill_tols, NumberList(args.StringOr("prefill-tolerances", "0")));
+  ASSIGN_OR_RETURN(const auto batches, args.NumberList("batches", "1,16,64,256"));
+  ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3,1e-4"));
+  ASSIGN_OR_RETURN(const auto prefill_tols, args.NumberList("prefill-tolerances", "0"));
   if (prompt < 1 || decode_steps < 1 || prefill_batch < 0 || prefill_len < 1) {
     return absl::InvalidArgumentError("--prompt, --decode-steps and --prefill-len must be >= 1");
   }
