@@ -19,22 +19,25 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// Shared-memory layout of one block (floats).
+// Hs lives in registers: thread (part, c4) holds rows [part * kRows, +kRows) of columns
+// 4c4..4c4+3 as kRows float4 (64 floats at D = 128), for the whole block. Shared memory holds
+// only vectors (floats):
 template <int D>
 struct Layout {
   static constexpr int kCols4 = D / 4;              // float4 column groups of a row
   static constexpr int kParts = kThreads / kCols4;  // row partitions of a matrix-vector product
   static constexpr int kRows = D / kParts;          // rows per partition
-  static constexpr int kHs = 0;
-  static constexpr int kPartial = kHs + D * D;
+  static constexpr int kDiag = 0;                   // diag(Hs), for the Jacobi start
+  static constexpr int kPartial = kDiag + D;
   static constexpr int kQ = kPartial + kParts * D;
   static constexpr int kK = kQ + D;
   static constexpr int kV = kK + D;
   static constexpr int kP = kV + D;  // two search directions (double-buffered)
   static constexpr int kR = kP + 2 * D;
   static constexpr int kX = kR + D;
-  static constexpr int kReduce = kX + D;  // two alternating regions of kWarps floats
-  static constexpr int kTotal = kReduce + 2 * kWarps;
+  static constexpr int kReduce = kX + D;              // two alternating regions of kWarps floats
+  static constexpr int kTail = kReduce + 2 * kWarps;  // conv tails, [kMaxConvSize-1][kThreads]
+  static constexpr int kTotal = kTail + (kMaxConvSize - 1) * kThreads;
   static_assert(kParts * kRows == D && kCols4 * kParts == kThreads, "bad tiling");
 };
 
@@ -51,27 +54,32 @@ __device__ __forceinline__ float BlockSum(float v, float* reduce, int& region) {
   return total;
 }
 
-// Column form of y = Hs v: thread (part, c4) sums its rows for columns 4c4..4c4+3; Hs is
-// symmetric, so column j of the sum is row j. Returns y[tid] (plus lambda v) for tid < D.
-// Callers must have published v in smem and synchronised.
+// Column form of this thread's share of y = Hs v: the sum over its rows for its 4 columns
+// (Hs is symmetric, so column j of the sum is row j). v must be published in smem.
 template <int D>
-__device__ __forceinline__ float SystemProduct(const float* smem, const float* v, float* partial,
-                                               float lambda_i, float v_i) {
+__device__ __forceinline__ float4 PartialProduct(const float4 (&h)[Layout<D>::kRows],
+                                                 const float* v) {
   using L = Layout<D>;
-  const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
-  const float4* hs4 = reinterpret_cast<const float4*>(smem + L::kHs);
+  const int part = threadIdx.x / L::kCols4;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int r = 0; r < L::kRows; ++r) {
-    const int row = part * L::kRows + r;
-    const float4 h = hs4[row * L::kCols4 + c4];
-    const float s = v[row];
-    acc.x += h.x * s;
-    acc.y += h.y * s;
-    acc.z += h.z * s;
-    acc.w += h.w * s;
+    const float s = v[part * L::kRows + r];
+    acc.x += h[r].x * s;
+    acc.y += h[r].y * s;
+    acc.z += h[r].z * s;
+    acc.w += h[r].w * s;
   }
-  reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
+  return acc;
+}
+
+// y[tid] = (Hs v)[tid] + lambda_i v_i for tid < D, from every thread's partial product.
+template <int D>
+__device__ __forceinline__ float SystemProduct(const float4 (&h)[Layout<D>::kRows], const float* v,
+                                               float* partial, float lambda_i, float v_i) {
+  using L = Layout<D>;
+  const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
+  reinterpret_cast<float4*>(partial + part * D)[c4] = PartialProduct<D>(h, v);
   __syncthreads();
   float y = 0.0f;
   if (threadIdx.x < D) {
@@ -83,11 +91,11 @@ __device__ __forceinline__ float SystemProduct(const float* smem, const float* v
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurrenceArgs a) {
   using L = Layout<D>;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
-  float* hs = smem + L::kHs;
+  float* diag_s = smem + L::kDiag;
   float* partial = smem + L::kPartial;
   float* q_s = smem + L::kQ;
   float* k_s = smem + L::kK;
@@ -114,19 +122,12 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
   float* q_tail = layer_state + 2 * static_cast<int64_t>(H) * D * D;  // [W-1, K]
   float* k_tail = q_tail + static_cast<int64_t>(W - 1) * K;
 
+  const int c4 = tid % L::kCols4, part = tid / L::kCols4;
+  float4 h[L::kRows];  // this thread's share of Hs for the whole block
   {
-    // Batches of independent 16-byte loads in flight, not one round trip per load.
-    constexpr int kLoads = D * D / 4 / kThreads, kBatch = kLoads < 8 ? kLoads : 8;
-    float4* dst = reinterpret_cast<float4*>(hs);
     const float4* src = reinterpret_cast<const float4*>(g_hs);
 #pragma unroll
-    for (int b = 0; b < kLoads; b += kBatch) {
-      float4 staged[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) staged[i] = src[tid + (b + i) * kThreads];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) dst[tid + (b + i) * kThreads] = staged[i];
-    }
+    for (int r = 0; r < L::kRows; ++r) h[r] = src[(part * L::kRows + r) * L::kCols4 + c4];
   }
 
   // Threads [0, D) convolve q channel head*D + tid, threads [D, 2D) the k channel.
@@ -134,22 +135,18 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
   const int conv_which = tid / D;
   const int lane_ch = tid % D;
   const int channel = head * D + lane_ch;
-  float tail[kMaxConvSize - 1];
-  float conv_w[kMaxConvSize];
+  // This thread's raw conv tail, oldest first: tail[j * kThreads] (shared memory, private).
+  float* tail = smem + L::kTail + tid;
   float* my_tail = conv_which == 0 ? q_tail : k_tail;
   if (conv_thread) {
-    const float* w = (conv_which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
-#pragma unroll
-    for (int j = 0; j < kMaxConvSize; ++j) conv_w[j] = j < W ? w[j] : 0.0f;
 #pragma unroll
     for (int j = 0; j < kMaxConvSize - 1; ++j)
-      tail[j] = j < W - 1 ? my_tail[static_cast<int64_t>(j) * K + channel] : 0.0f;
+      tail[j * kThreads] = j < W - 1 ? my_tail[static_cast<int64_t>(j) * K + channel] : 0.0f;
   }
   const float lambda_i = tid < D ? a.weights.lambda[head * D + tid] : 0.0f;
   const float o_norm_i = tid < D ? a.weights.o_norm[tid] : 0.0f;
   const float a_bias = a.weights.a_bias[head], b_bias = a.weights.b_bias[head];
   const int a_col = a.proj_cols - 2 * H, b_col = a.proj_cols - H;
-  SolveCounters counters{0, 0, 0, 0, 0.0f, 0.0f};
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16);
 
   for (int t = 0; t < count; ++t) {
@@ -160,20 +157,24 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     float val = 0.0f;
     if (conv_thread) {
       const float raw = pr[conv_which * K + channel];
+      // Weights are re-read per token (cached) rather than held: registers go to Hs.
+      const float* conv_weights =
+          (conv_which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
       // Tap j reads the tail for j < W-1 and the current token at j = W-1 (compile-time
       // indices only, so the tail stays in registers).
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kMaxConvSize; ++j) {
-        const float x = j < W - 1 ? tail[j < kMaxConvSize - 1 ? j : 0] : (j == W - 1 ? raw : 0.0f);
-        sum += conv_w[j] * x;
+        const float x =
+            j < W - 1 ? tail[(j < kMaxConvSize - 1 ? j : 0) * kThreads] : (j == W - 1 ? raw : 0.0f);
+        if (j < W) sum += conv_weights[j] * x;
       }
 #pragma unroll
       for (int j = 0; j < kMaxConvSize - 1; ++j) {
         if (j < W - 2) {
-          tail[j] = tail[j + 1 < kMaxConvSize - 1 ? j + 1 : j];
+          tail[j * kThreads] = tail[(j + 1 < kMaxConvSize - 1 ? j + 1 : j) * kThreads];
         } else if (j == W - 2) {
-          tail[j] = raw;
+          tail[j * kThreads] = raw;
         }
       }
       val = Silu(sum);
@@ -197,21 +198,22 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     const float beta = Sigmoid(pr[b_col + head] + b_bias);
     __syncthreads();
 
-    // Hs = gamma Hs + beta k k^T, each thread on its own float4 tiles.
+    // Hs = gamma Hs + beta k k^T in registers; the threads holding diagonal entries publish them.
     {
-      const int c4 = tid % L::kCols4, part = tid / L::kCols4;
-      float4* hs4 = reinterpret_cast<float4*>(hs);
       const float4 kc = reinterpret_cast<const float4*>(k_s)[c4];
 #pragma unroll
       for (int r = 0; r < L::kRows; ++r) {
         const int i = part * L::kRows + r;
         const float bk = beta * k_s[i];
-        float4 h = hs4[i * L::kCols4 + c4];
-        h.x = gamma * h.x + bk * kc.x;
-        h.y = gamma * h.y + bk * kc.y;
-        h.z = gamma * h.z + bk * kc.z;
-        h.w = gamma * h.w + bk * kc.w;
-        hs4[i * L::kCols4 + c4] = h;
+        h[r].x = gamma * h[r].x + bk * kc.x;
+        h[r].y = gamma * h[r].y + bk * kc.y;
+        h[r].z = gamma * h[r].z + bk * kc.z;
+        h[r].w = gamma * h[r].w + bk * kc.w;
+        const int offset = i - 4 * c4;  // column of the diagonal within this float4, if any
+        if (offset == 0) diag_s[i] = h[r].x;
+        if (offset == 1) diag_s[i] = h[r].y;
+        if (offset == 2) diag_s[i] = h[r].z;
+        if (offset == 3) diag_s[i] = h[r].w;
       }
     }
     __syncthreads();
@@ -223,10 +225,10 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     const float q_i = tid < D ? q_s[tid] : 0.0f;
     float x_i = 0.0f, r_i = q_i;
     if (jacobi) {
-      x_i = tid < D ? q_i / (hs[tid * D + tid] + lambda_i) : 0.0f;
+      x_i = tid < D ? q_i / (diag_s[tid] + lambda_i) : 0.0f;
       if (tid < D) p_s[tid] = x_i;
       __syncthreads();
-      const float ax = SystemProduct<D>(smem, p_s, partial, lambda_i, x_i);
+      const float ax = SystemProduct<D>(h, p_s, partial, lambda_i, x_i);
       r_i = tid < D ? q_i - ax : 0.0f;
       __syncthreads();  // every thread has read p_s
     }
@@ -242,24 +244,21 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     bool capped = false;
     if (initial_norm > 0.0f) {
       auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
-      const int c4 = tid % L::kCols4, part = tid / L::kCols4;
       const float4 lambda4 = reinterpret_cast<const float4*>(a.weights.lambda + head * D)[c4];
       float p_i = r_i, beta_cg = 0.0f;
       int previous = 1;  // p_s half holding p_{k-1}
       if (!converged(delta)) {
         for (; iteration < max_iterations; ++iteration) {
           const float* p_prev = p_s + previous * D;
-          const float4* hs4 = reinterpret_cast<const float4*>(hs);
           float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
           for (int r = 0; r < L::kRows; ++r) {
             const int row = part * L::kRows + r;
             const float p_row = __fmaf_rn(beta_cg, p_prev[row], r_s[row]);
-            const float4 h = hs4[row * L::kCols4 + c4];
-            acc.x += h.x * p_row;
-            acc.y += h.y * p_row;
-            acc.z += h.z * p_row;
-            acc.w += h.w * p_row;
+            acc.x += h[r].x * p_row;
+            acc.y += h[r].y * p_row;
+            acc.z += h[r].z * p_row;
+            acc.w += h[r].w * p_row;
           }
           const float4 rc = reinterpret_cast<const float4*>(r_s)[c4];
           const float4 pc = reinterpret_cast<const float4*>(p_prev)[c4];
@@ -300,12 +299,13 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
       capped = iteration >= max_iterations && !converged(delta);
     }
     if (tid == 0) {
-      counters.solves += 1;
-      counters.total_iterations += iteration;
-      counters.max_iterations = max(counters.max_iterations, iteration);
-      counters.capped += capped ? 1 : 0;
-      counters.sum_residual += relative_residual;
-      counters.max_residual = fmaxf(counters.max_residual, relative_residual);
+      SolveCounters& c = a.counters[seq * H + head];  // this block's alone: no atomics
+      c.solves += 1;
+      c.total_iterations += iteration;
+      c.max_iterations = max(c.max_iterations, iteration);
+      c.capped += capped ? 1 : 0;
+      c.sum_residual += relative_residual;
+      c.max_residual = fmaxf(c.max_residual, relative_residual);
     }
     if (tid < D) x_s[tid] = x_i;
     __syncthreads();
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
       float4* gs4 = reinterpret_cast<float4*>(g_gs);
       const float4 vc = reinterpret_cast<const float4*>(v_s)[c4];
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      constexpr int kBatch = L::kRows < 8 ? L::kRows : 8;
+      constexpr int kBatch = L::kRows < 4 ? L::kRows : 4;
 #pragma unroll
       for (int b = 0; b < L::kRows; b += kBatch) {
         float4 g[kBatch];  // all loads of the batch in flight before the first use
@@ -356,26 +356,16 @@ __global__ void __launch_bounds__(kThreads) MesaRecurrenceKernel(MesaRecurrenceA
     // reaches after finishing this token's reads.
   }
 
-  __syncthreads();
   {
     float4* dst = reinterpret_cast<float4*>(g_hs);
-    const float4* src = reinterpret_cast<const float4*>(hs);
-    for (int i = tid; i < D * D / 4; i += kThreads) dst[i] = src[i];
+#pragma unroll
+    for (int r = 0; r < L::kRows; ++r) dst[(part * L::kRows + r) * L::kCols4 + c4] = h[r];
   }
   if (conv_thread) {
 #pragma unroll
     for (int j = 0; j < kMaxConvSize - 1; ++j) {
-      if (j < W - 1) my_tail[static_cast<int64_t>(j) * K + channel] = tail[j];
+      if (j < W - 1) my_tail[static_cast<int64_t>(j) * K + channel] = tail[j * kThreads];
     }
-  }
-  if (tid == 0) {
-    SolveCounters& c = a.counters[seq * H + head];
-    c.solves += counters.solves;
-    c.total_iterations += counters.total_iterations;
-    c.max_iterations = max(c.max_iterations, counters.max_iterations);
-    c.capped += counters.capped;
-    c.sum_residual += counters.sum_residual;
-    c.max_residual = fmaxf(c.max_residual, counters.max_residual);
   }
 }
 

@@ -3,7 +3,7 @@
 // token after token: the short convolution continuing from the state's raw q/k tails, SiLU and
 // the L2 norms, the gates, the rank-1 updates of Hs and Gs, CG with the sequence's own
 // tolerance and iteration budget (early exit per head), the readout Gs^T x, the per-head output
-// norm and the optional output gate. Hs stays in shared memory for the whole block; Gs is read
+// norm and the optional output gate. Hs stays in registers for the whole block; Gs is read
 // and written once per token, so a decode step moves each state once in and once out.
 //
 // Plain C++ header: host code compiled without nvcc includes it.
