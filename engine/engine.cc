@@ -166,10 +166,10 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
   return id;
 }
 
-void Engine::Cancel(RequestId id) {
+void Engine::Cancel(RequestId id, CancelReason reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    cancels_.push_back(id);
+    cancels_.emplace_back(id, reason);
   }
   wake_.notify_one();
 }
@@ -200,7 +200,7 @@ void Engine::Loop() {
     });
     if (stopping_) break;
     std::vector<std::unique_ptr<Sequence>> arrived = std::move(incoming_);
-    std::vector<RequestId> cancels = std::move(cancels_);
+    CancelList cancels = std::move(cancels_);
     incoming_.clear();
     cancels_.clear();
     lock.unlock();
@@ -236,25 +236,33 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
   seq.pending = RequestEvent{};
 }
 
-void Engine::CancelOrExpire(std::vector<RequestId> cancels) {
+void Engine::CancelOrExpire(CancelList cancels) {
   const SteadyTime now = std::chrono::steady_clock::now();
-  auto verdict = [&](const Sequence& seq) -> absl::Status {
-    if (std::find(cancels.begin(), cancels.end(), seq.id) != cancels.end()) {
-      return absl::CancelledError("cancelled by the client");
+  struct Verdict {
+    bool ends = false;
+    FinishReason reason = FinishReason::kCancelled;
+    absl::Status status;
+  };
+  auto verdict = [&](const Sequence& seq) -> Verdict {
+    for (const auto& [id, why] : cancels) {
+      if (id != seq.id) continue;
+      if (why == CancelReason::kStopString) return {true, FinishReason::kStop, absl::OkStatus()};
+      return {true, FinishReason::kCancelled, absl::CancelledError("cancelled by the client")};
     }
     if (seq.request.deadline.has_value() && *seq.request.deadline <= now) {
-      return absl::DeadlineExceededError("the request's deadline passed");
+      return {true, FinishReason::kCancelled,
+              absl::DeadlineExceededError("the request's deadline passed")};
     }
-    return absl::OkStatus();
+    return {};
   };
   auto sweep = [&](auto& container, bool counts_as_queued) {
     for (auto it = container.begin(); it != container.end();) {
-      absl::Status status = verdict(**it);
-      if (status.ok()) {
+      Verdict v = verdict(**it);
+      if (!v.ends) {
         ++it;
         continue;
       }
-      Finish(**it, FinishReason::kCancelled, std::move(status));
+      Finish(**it, v.reason, std::move(v.status));
       if (counts_as_queued) {
         std::lock_guard<std::mutex> lock(mutex_);
         --queued_;
@@ -302,8 +310,7 @@ bool Engine::Advance(Sequence& seq, int32_t token, std::span<const float> logits
   return true;
 }
 
-void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived,
-                     std::vector<RequestId> cancels) {
+void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels) {
   for (auto& seq : arrived) waiting_.push_back(std::move(seq));
   CancelOrExpire(std::move(cancels));
 

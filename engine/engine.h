@@ -54,8 +54,9 @@ class Engine {
   // Validates and queues a request. Errors: kInvalidArgument (bad field, named),
   // kOutOfRange (prompt too long), kResourceExhausted (queue full), kUnavailable (draining).
   absl::StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestSink> sink);
-  // The request finishes with kCancelled within one step; unknown or finished ids are ignored.
-  void Cancel(RequestId id);
+  // The request finishes within one step: kCancelled, or kStop for kStopString. Unknown or
+  // finished ids are ignored.
+  void Cancel(RequestId id, CancelReason reason = CancelReason::kClient);
   // Stop admitting new requests; running and queued ones go on.
   void StartDrain();
   // Blocks until nothing is running or waiting, or the deadline passes; true when idle.
@@ -72,8 +73,9 @@ class Engine {
   absl::Status Validate(const EngineRequest& request) const;
   void Loop();
   // One scheduling step on the engine thread, without the lock held.
-  void RunStep(std::vector<std::unique_ptr<Sequence>> arrived, std::vector<RequestId> cancels);
-  void CancelOrExpire(std::vector<RequestId> cancels);
+  using CancelList = std::vector<std::pair<RequestId, CancelReason>>;
+  void RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels);
+  void CancelOrExpire(CancelList cancels);
   // Appends the sampled `token` and sends it; false when the sequence is finished. `logits`
   // (empty when the backend picked the token) feed the requested logprobs.
   bool Advance(Sequence& seq, int32_t token, std::span<const float> logits, SteadyTime now);
@@ -95,7 +97,7 @@ class Engine {
   bool draining_ = false;
   RequestId next_id_ = 1;
   std::vector<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
-  std::vector<RequestId> cancels_;
+  CancelList cancels_;
   int64_t queued_ = 0;  // submitted and not yet holding a slot (incoming_ + waiting_)
   EngineSnapshot snapshot_;
 

@@ -17,7 +17,7 @@ class GenerationBackend {
   // kResourceExhausted (queue full), kUnavailable (draining).
   virtual absl::StatusOr<RequestId> Submit(EngineRequest request,
                                            std::shared_ptr<RequestSink> sink) = 0;
-  virtual void Cancel(RequestId id) = 0;
+  virtual void Cancel(RequestId id, CancelReason reason = CancelReason::kClient) = 0;
   virtual EngineSnapshot Snapshot() const = 0;
 };
 
@@ -29,7 +29,9 @@ class EngineBackend final : public GenerationBackend {
                                    std::shared_ptr<RequestSink> sink) override {
     return engine_->Submit(std::move(request), std::move(sink));
   }
-  void Cancel(RequestId id) override { engine_->Cancel(id); }
+  void Cancel(RequestId id, CancelReason reason = CancelReason::kClient) override {
+    engine_->Cancel(id, reason);
+  }
   EngineSnapshot Snapshot() const override { return engine_->Snapshot(); }
 
  private:

@@ -39,7 +39,8 @@ grpc::Status ToGrpc(const absl::Status& status) {
 
 // What a call decided under its mutex, done after releasing it.
 struct Actions {
-  std::optional<RequestId> cancel;              // Engine::Cancel
+  std::optional<RequestId> cancel;  // Engine::Cancel
+  CancelReason cancel_reason = CancelReason::kClient;
   const v1::GenerateResponse* write = nullptr;  // StartWrite (streams)
   std::optional<grpc::Status> finish;           // Finish
   bool destroy = false;                         // last reference gone
@@ -55,7 +56,10 @@ class CallBase {
     Actions actions;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (builder_.AddTokens(event, &pending_)) actions.cancel = event.id;  // stop string
+      if (builder_.AddTokens(event, &pending_)) {  // a stop string matched
+        actions.cancel = event.id;
+        actions.cancel_reason = CancelReason::kStopString;
+      }
       if (event.finished) {
         engine_done_ = true;
         final_status_ = ToGrpc(builder_.Finish(event, &pending_));
@@ -107,7 +111,7 @@ class CallBase {
   }
 
   void Perform(const Actions& actions) {
-    if (actions.cancel) engine_->Cancel(*actions.cancel);
+    if (actions.cancel) engine_->Cancel(*actions.cancel, actions.cancel_reason);
     if (actions.write) DoWrite(actions.write);
     if (actions.finish) DoFinish(*actions.finish);
     if (actions.destroy) delete this;

@@ -43,7 +43,7 @@ class Collector {
                                                      std::string(added.status().message()))));
     delta = *std::move(added);
     if (assembler_.stopped() && !cancel_sent_) {
-      backend_->Cancel(id_);
+      backend_->Cancel(id_, CancelReason::kStopString);
       cancel_sent_ = true;
     }
     if (!event.finished) return delta;

@@ -42,10 +42,11 @@ class FakeBackend final : public GenerationBackend {
     return id;
   }
 
-  void Cancel(RequestId id) override {
+  void Cancel(RequestId id, CancelReason reason = CancelReason::kClient) override {
     std::lock_guard<std::mutex> lock(mutex_);
     cancelled_[id] = true;
     ++cancels;
+    if (reason == CancelReason::kStopString) ++stop_string_cancels;
   }
 
   EngineSnapshot Snapshot() const override {
@@ -58,6 +59,7 @@ class FakeBackend final : public GenerationBackend {
   absl::Status reject;
   std::chrono::milliseconds interval{1};
   std::atomic<int> cancels{0};
+  std::atomic<int> stop_string_cancels{0};
   EngineRequest last_request;
 
  private:
@@ -199,6 +201,8 @@ TEST_F(HttpServerTest, StopStringSplitAcrossTokensTruncatesAndCancels) {
   EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(r.body["usage"]["completion_tokens"], 7);  // "Hello w" consumed
   EXPECT_GE(backend_.cancels.load(), 1);
+  // The engine is told why, so its metrics count a stop, not a cancellation.
+  EXPECT_EQ(backend_.stop_string_cancels.load(), backend_.cancels.load());
 
   const auto s =
       PostStream(*client_, "/v1/completions",

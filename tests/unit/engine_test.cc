@@ -114,6 +114,20 @@ TEST_F(EngineTest, ConcurrentRequestsMatchOfflineGeneration) {
   EXPECT_EQ(engine->Snapshot().slots_used, 0);
 }
 
+TEST_F(EngineTest, StopStringCancelFinishesAsStop) {
+  auto engine = Start({.max_slots = 2});
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = engine->Submit(Request({1, 2, 3}, 60000), sink);
+  ASSERT_TRUE(id.ok());
+  sink->WaitForTokens(2);
+  engine->Cancel(*id, CancelReason::kStopString);
+  const RequestEvent last = sink->Wait();
+  EXPECT_EQ(last.finish_reason, FinishReason::kStop);
+  EXPECT_TRUE(last.status.ok()) << last.status;
+  EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(engine->Snapshot().slots_used, 0);
+}
+
 TEST_F(EngineTest, CancellationFreesTheSlot) {
   auto engine = Start({.max_slots = 2});
   auto sink = std::make_shared<CollectingSink>();
