@@ -328,6 +328,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
                options_.prefill_token_budget);
 
   const SteadyTime step_start = std::chrono::steady_clock::now();
+  std::vector<RequestId> failed_admissions;  // finished at once: the plan must skip them
   for (size_t i = 0; i < plan.admit.size(); ++i) {
     std::unique_ptr<Sequence> seq = std::move(waiting_.front());
     waiting_.pop_front();
@@ -337,6 +338,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     if (const absl::Status reset = backend_->ResetSlot(seq->slot); !reset.ok()) {
       Log(LogLevel::kError, "request ", seq->id, ": state reset failed: ", reset.ToString());
       Finish(*seq, FinishReason::kError, absl::InternalError(reset.ToString()));
+      failed_admissions.push_back(seq->id);
       continue;
     }
     seq->usage.queue_seconds = Seconds(seq->submitted, step_start);
@@ -348,18 +350,22 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   }
 
   // One forward call for the prompt chunks and the decode tokens of this step.
-  auto find = [&](RequestId id) -> Sequence& {
+  auto find = [&](RequestId id) -> Sequence* {
     for (auto& seq : running_) {
-      if (seq->id == id) return *seq;
+      if (seq->id == id) return seq.get();
     }
-    RIDGE_CHECK(false);
+    RIDGE_CHECK(std::find(failed_admissions.begin(), failed_admissions.end(), id) !=
+                failed_admissions.end());
+    return nullptr;
   };
   std::vector<Sequence*> members;
   std::vector<SlotChunk> chunks;
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
   StepReport report;
   for (const auto& [id, n] : plan.prefill) {
-    Sequence& seq = find(id);
+    Sequence* found = find(id);
+    if (found == nullptr) continue;
+    Sequence& seq = *found;
     chunks.push_back({seq.slot,
                       std::span<const int32_t>(seq.request.prompt).subspan(seq.prompt_done, n),
                       seq.solver, &step_stats[chunks.size()], SolvePhase::kPrefill});
@@ -367,7 +373,9 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     report.prefill_tokens += n;
   }
   for (RequestId id : plan.decode) {
-    Sequence& seq = find(id);
+    Sequence* found = find(id);
+    if (found == nullptr) continue;
+    Sequence& seq = *found;
     chunks.push_back({seq.slot,
                       {&seq.next_token, 1},
                       seq.solver,

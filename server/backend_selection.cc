@@ -26,14 +26,24 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
   if (use_cuda) {
 #ifdef RIDGE_HAVE_CUDA_BACKEND
     if (cuda_device < 0 || cuda_device >= static_cast<int64_t>(gpus.size())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--device cuda: CUDA device ", cuda_device, " is not present (", gpus.size(), " found)"));
+      return absl::FailedPreconditionError(absl::StrCat("--device ", device, ": CUDA device ",
+                                                        cuda_device, " is not present (",
+                                                        gpus.size(), " found)"));
     }
     auto backend =
         CudaBackend::Create(model->config(), model->weights(),
                             {.device = static_cast<int>(cuda_device), .num_slots = num_slots});
+    const absl::StatusCode code = backend.status().code();
+    if (!backend.ok() && device == "auto" &&
+        (code == absl::StatusCode::kFailedPrecondition ||
+         code == absl::StatusCode::kUnimplemented)) {
+      // This GPU cannot run this model (an older GPU, an unsupported head_dim): use the CPU.
+      Log(LogLevel::kWarning, "--device auto: not using the GPU (",
+          std::string(backend.status().message()), "); running on the CPU");
+      return std::unique_ptr<ModelBackend>(std::make_unique<CpuBackend>(model, num_slots));
+    }
     if (!backend.ok()) {
-      return absl::Status(backend.status().code(),
+      return absl::Status(code,
                           absl::StrCat("--device ", device, ": ", backend.status().message()));
     }
     const CudaDeviceInfo& gpu = gpus[cuda_device];

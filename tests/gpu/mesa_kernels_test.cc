@@ -74,7 +74,10 @@ Inputs MakeInputs(const Shape& s, uint32_t seed) {
     for (int r = 0; r < 8; ++r) {
       std::vector<float> v(s.d);
       double norm = 0;
-      for (float& x : v) norm += (x = normal(rng)) * x;
+      for (float& x : v) {
+        x = normal(rng);
+        norm += x * x;
+      }
       for (int i = 0; i < s.d; ++i) {
         for (int j = 0; j < s.d; ++j) {
           in.state[(static_cast<int64_t>(h) * s.d + i) * s.d + j] += 0.3f * v[i] * v[j] / norm;
@@ -380,9 +383,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MesaKernelsTest,
                                            Shape{64, 3, 2, 40, false}, Shape{128, 1, 4, 64, true}),
                          [](const auto& info) {
                            const Shape& s = info.param;
-                           return "d" + std::to_string(s.d) + "_h" + std::to_string(s.h) + "_w" +
-                                  std::to_string(s.w) + "_n" + std::to_string(s.n) +
-                                  (s.gate ? "_gate" : "");
+                           char name[64];  // (std::string + chains trip GCC 12's -Wrestrict)
+                           std::snprintf(name, sizeof(name), "d%d_h%d_w%d_n%d%s", s.d, s.h, s.w,
+                                         s.n, s.gate ? "_gate" : "");
+                           return std::string(name);
                          });
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "engine/offline_generation.h"
+#include "models/cpu_backend.h"
 #include "tests/unit/test_checkpoint_writer.h"
 
 namespace ridge {
@@ -112,6 +113,40 @@ TEST_F(EngineTest, ConcurrentRequestsMatchOfflineGeneration) {
   }
   EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
   EXPECT_EQ(engine->Snapshot().slots_used, 0);
+}
+
+// A backend whose first state reset fails (as a GPU's would after a device error).
+class FailingResetBackend : public CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  absl::Status ResetSlot(int64_t slot) override {
+    if (fail_next_.exchange(false)) return absl::InternalError("injected reset failure");
+    return CpuBackend::ResetSlot(slot);
+  }
+
+ private:
+  std::atomic<bool> fail_next_{true};
+};
+
+// The admitted request whose slot could not be reset ends with an error (it used to abort the
+// process when the same step planned its prefill); the engine goes on serving.
+TEST_F(EngineTest, FailedStateResetEndsOnlyThatRequest) {
+  FailingResetBackend backend(model_.get(), 2);
+  auto engine = Engine::Create(&backend, {.max_slots = 2}, nullptr);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto bad = std::make_shared<CollectingSink>();
+  ASSERT_TRUE((*engine)->Submit(Request({1, 2, 3}, 4), bad).ok());
+  const RequestEvent failed = bad->Wait();
+  EXPECT_EQ(failed.finish_reason, FinishReason::kError);
+  EXPECT_FALSE(failed.status.ok());
+  auto good = std::make_shared<CollectingSink>();
+  ASSERT_TRUE((*engine)->Submit(Request({4, 5}, 4), good).ok());
+  const RequestEvent done = good->Wait();
+  EXPECT_TRUE(done.status.ok()) << done.status;
+  EXPECT_EQ(done.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(good->tokens().size(), 4u);
+  EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ((*engine)->Snapshot().slots_used, 0);
 }
 
 TEST_F(EngineTest, StopStringCancelFinishesAsStop) {

@@ -177,6 +177,16 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const auto batches, args.NumberList("batches", "1,16,64,256"));
   ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3,1e-4"));
   ASSIGN_OR_RETURN(const auto prefill_tols, args.NumberList("prefill-tolerances", "0"));
+  for (double b : batches) {
+    if (!(b >= 1 && b <= 4096) || b != static_cast<int64_t>(b)) {
+      return absl::InvalidArgumentError("--batches must be whole numbers from 1 to 4096");
+    }
+  }
+  for (const auto* list : {&tolerances, &prefill_tols}) {
+    for (double t : *list) {
+      if (!(t >= 0 && t <= 1)) return absl::InvalidArgumentError("tolerances must be in [0, 1]");
+    }
+  }
   if (prompt < 1 || decode_steps < 1 || prefill_batch < 0 || prefill_len < 1) {
     return absl::InvalidArgumentError("--prompt, --decode-steps and --prefill-len must be >= 1");
   }
