@@ -12,36 +12,13 @@
 #include "engine/offline_generation.h"
 #include "kernels/device_info.h"
 #include "models/cuda/cuda_backend.h"
+#include "tests/support/collecting_sink.h"
 
 namespace ridge {
 namespace {
 
 using namespace std::chrono_literals;
-
-class FinalEventSink : public RequestSink {
- public:
-  void OnEvent(RequestEvent event) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tokens_.insert(tokens_.end(), event.tokens.begin(), event.tokens.end());
-    if (event.finished) final_ = std::move(event);
-    changed_.notify_all();
-  }
-  RequestEvent Wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    EXPECT_TRUE(changed_.wait_for(lock, 60s, [&] { return final_.has_value(); }));
-    return final_.value_or(RequestEvent{});
-  }
-  std::vector<int32_t> tokens() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return tokens_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<int32_t> tokens_;
-  std::optional<RequestEvent> final_;
-};
+using testing::CollectingSink;
 
 TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
@@ -69,14 +46,14 @@ TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
   ASSERT_TRUE(engine.ok()) << engine.status();
 
   std::vector<GenerationRequest> offline;
-  std::vector<std::shared_ptr<FinalEventSink>> sinks;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
   for (int i = 0; i < 6; ++i) {
     EngineRequest r;
     for (int t = 0; t < 4 + 7 * i; ++t) r.prompt.push_back((t * 13 + i * 5) % 300);
     r.sampling.max_tokens = 5 + i;
     r.sampling.temperature = 0.0f;
     offline.push_back({r.prompt, r.sampling, SolverOptions{}});
-    sinks.push_back(std::make_shared<FinalEventSink>());
+    sinks.push_back(std::make_shared<CollectingSink>());
     ASSERT_TRUE((*engine)->Submit(r, sinks.back()).ok());
   }
   auto expected = GenerateOffline(cpu_model, offline, nullptr);

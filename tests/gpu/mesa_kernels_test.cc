@@ -247,10 +247,9 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     float* d_lg = Upload(std::vector<float>(static_cast<size_t>(s.n) * H));
     float* d_beta = Upload(std::vector<float>(static_cast<size_t>(s.n) * H));
     float* d_chunk_states = Upload(std::vector<float>(static_cast<size_t>(chunks) * H * 2 * D * D));
-    if (chunked) {
-      MesaPrefillArgs a{};
+    // The fields both launch-argument structs share.
+    auto fill_common = [&](auto& a) {
       a.weights = weights;
-      a.table = {d_begin, d_count, d_slot, d_tol, d_iters, d_zero, d_chunk_seq, 1, chunks};
       a.num_heads = H;
       a.head_dim = D;
       a.conv_size = s.w;
@@ -262,32 +261,24 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.slot_floats = layer_floats;
       a.layer_floats = layer_floats;
       a.layer = 0;
+      a.out_bf16 = d_out;
+      a.counters = d_counters;
+    };
+    if (chunked) {
+      MesaPrefillArgs a{};
+      fill_common(a);
+      a.table = {d_begin, d_count, d_slot, d_tol, d_iters, d_zero, d_chunk_seq, 1, chunks};
       a.q_norm = d_q;
       a.k_norm = d_k;
       a.log_gamma = d_lg;
       a.beta = d_beta;
       a.chunk_states = d_chunk_states;
-      a.out_bf16 = d_out;
-      a.counters = d_counters;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
     } else {
       MesaRecurrenceArgs a{};
-      a.weights = weights;
+      fill_common(a);
       a.sequences = {d_begin, d_count, d_slot, d_tol, d_iters, d_zero};
       a.num_sequences = 1;
-      a.num_heads = H;
-      a.head_dim = D;
-      a.conv_size = s.w;
-      a.output_gate = s.gate;
-      a.norm_eps = 1e-6f;
-      a.proj = d_proj;
-      a.proj_cols = in.P;
-      a.state_pool = d_pool;
-      a.slot_floats = layer_floats;
-      a.layer_floats = layer_floats;
-      a.layer = 0;
-      a.out_bf16 = d_out;
-      a.counters = d_counters;
       ASSERT_EQ(LaunchMesaRecurrence(a, nullptr), cudaSuccess);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

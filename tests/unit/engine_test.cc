@@ -7,51 +7,15 @@
 
 #include "engine/offline_generation.h"
 #include "models/cpu_backend.h"
+#include "tests/support/collecting_sink.h"
 #include "tests/unit/test_checkpoint_writer.h"
 
 namespace ridge {
 namespace {
 
+using testing::CollectingSink;
+
 using namespace std::chrono_literals;
-
-// Collects a request's events; Wait() blocks until the final one.
-class CollectingSink : public RequestSink {
- public:
-  void OnEvent(RequestEvent event) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tokens_.insert(tokens_.end(), event.tokens.begin(), event.tokens.end());
-    for (auto& lp : event.logprobs) logprobs_.push_back(lp);
-    if (event.finished) {
-      EXPECT_FALSE(final_.has_value()) << "two final events";
-      final_ = std::move(event);
-    }
-    changed_.notify_all();
-  }
-  RequestEvent Wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    EXPECT_TRUE(changed_.wait_for(lock, 60s, [&] { return final_.has_value(); }));
-    return final_.value_or(RequestEvent{});
-  }
-  void WaitForTokens(size_t n) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait_for(lock, 60s, [&] { return tokens_.size() >= n || final_.has_value(); });
-  }
-  std::vector<int32_t> tokens() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return tokens_;
-  }
-  std::vector<LogprobEntry> logprobs() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return logprobs_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<int32_t> tokens_;
-  std::vector<LogprobEntry> logprobs_;
-  std::optional<RequestEvent> final_;
-};
 
 class EngineTest : public ::testing::Test {
  protected:
