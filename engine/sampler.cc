@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/status_macros.h"
+#include "kernels/elementwise.h"
 
 namespace ridge {
 namespace {
@@ -102,10 +103,7 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
   std::transform(logits.begin(), logits.end(), logits_.begin(), NanToNegativeInf);
   ApplyPenalties(logits_, prompt_tokens, generated_tokens);
-  if (params_.temperature == 0.0f) {
-    // max_element returns the first maximum: the lowest id on ties, token 0 if all are -inf.
-    return static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
-  }
+  if (params_.temperature == 0.0f) return GreedyToken(logits_);
   return SampleAtTemperature();
 }
 

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <span>
 
 namespace ridge {
 
@@ -10,6 +12,20 @@ inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float Silu(float x) { return x * Sigmoid(x); }
 // PyTorch's softplus: linear above 20 to avoid overflow.
 inline float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// Greedy decoding's choice: the id of the largest logit, NaN counting as -inf, the lowest id on
+// ties, and 0 when nothing beats -inf. (The GPU's ArgmaxRowsKernel follows the same rule.)
+inline int32_t GreedyToken(std::span<const float> logits) {
+  int32_t best = 0;
+  float best_value = -std::numeric_limits<float>::infinity();
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (logits[t] > best_value) {  // false for NaN
+      best_value = logits[t];
+      best = static_cast<int32_t>(t);
+    }
+  }
+  return best;
+}
 
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight, for `rows` rows of `width`.
 // out may alias x.

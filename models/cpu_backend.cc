@@ -1,6 +1,5 @@
 #include "models/cpu_backend.h"
 
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace ridge {
@@ -11,9 +10,7 @@ CpuBackend::CpuBackend(const MesaNetModel* model, int64_t num_slots) : model_(mo
 }
 
 absl::Status CpuBackend::ResetSlot(int64_t slot) {
-  if (slot < 0 || slot >= num_slots()) {
-    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
-  }
+  RETURN_IF_ERROR(CheckSlot(slot));
   slots_[slot].Reset();
   return absl::OkStatus();
 }

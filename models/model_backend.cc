@@ -1,10 +1,8 @@
 #include "models/model_backend.h"
 
-#include <algorithm>
-#include <limits>
-
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/elementwise.h"
 
 namespace ridge {
 
@@ -15,20 +13,15 @@ absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
   const int64_t vocab = config().vocab_size;
   next_tokens->resize(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
-    // The sampler's greedy rule: NaN counts as -inf, the lowest id wins ties, 0 if nothing
-    // beats -inf.
-    const float* row = logits.data() + i * vocab;
-    int32_t best = 0;
-    float best_value = -std::numeric_limits<float>::infinity();
-    for (int64_t t = 0; t < vocab; ++t) {
-      if (row[t] > best_value) {
-        best_value = row[t];
-        best = static_cast<int32_t>(t);
-      }
-    }
-    (*next_tokens)[i] = best;
+    (*next_tokens)[i] = GreedyToken(std::span<const float>(logits).subspan(i * vocab, vocab));
   }
   return absl::OkStatus();
+}
+
+absl::Status ModelBackend::CheckSlot(int64_t slot) const {
+  if (slot >= 0 && slot < num_slots()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("slot ", slot, " is outside [0, ", num_slots(), ")"));
 }
 
 absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) const {
@@ -36,9 +29,8 @@ absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) con
   std::vector<bool> used(num_slots(), false);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SlotChunk& chunk = chunks[i];
-    if (chunk.slot < 0 || chunk.slot >= num_slots()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": slot ", chunk.slot,
-                                                     " is outside [0, ", num_slots(), ")"));
+    if (absl::Status slot = CheckSlot(chunk.slot); !slot.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": ", slot.message()));
     }
     if (used[chunk.slot]) {
       return absl::InvalidArgumentError(

@@ -48,6 +48,8 @@ class ModelBackend {
   // Checks what every backend requires of a step: slots in range and distinct, tokens present
   // and in the vocabulary, solver options valid.
   absl::Status ValidateChunks(std::span<const SlotChunk> chunks) const;
+  // An error naming the slot unless 0 <= slot < num_slots().
+  absl::Status CheckSlot(int64_t slot) const;
 };
 
 }  // namespace ridge
