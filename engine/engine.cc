@@ -21,6 +21,8 @@ double Seconds(SteadyTime from, SteadyTime to) {
 }  // namespace
 
 struct Engine::Sequence {
+  explicit Sequence(Sampler s) : sampler(std::move(s)) {}
+
   RequestId id = 0;
   EngineRequest request;
   std::shared_ptr<RequestSink> sink;
@@ -34,6 +36,8 @@ struct Engine::Sequence {
   bool has_token = false;
   RequestUsage usage;
   RequestEvent pending;  // tokens of this step, sent once the step is over
+
+  bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
 };
 
 absl::Status ValidateEngineOptions(const EngineOptions& o) {
@@ -150,7 +154,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
     if (observer_ != nullptr) observer_->OnRejected(status);
     return status;
   }
-  auto seq = std::make_unique<Sequence>(Sequence{.sampler = std::move(*sampler)});
+  auto seq = std::make_unique<Sequence>(std::move(*sampler));
   seq->id = next_id_++;
   seq->solver = request.solver.value_or(options_.default_solver);
   seq->request = std::move(request);
@@ -274,7 +278,8 @@ void Engine::CancelOrExpire(CancelList cancels) {
   sweep(running_, false);
 }
 
-bool Engine::Advance(Sequence& seq, int32_t token, std::span<const float> logits, SteadyTime now) {
+bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
+  const int32_t token = picked.token;
   if (!seq.has_token) {
     seq.usage.time_to_first_token_seconds = Seconds(seq.submitted, now);
     seq.has_token = true;
@@ -295,10 +300,8 @@ bool Engine::Advance(Sequence& seq, int32_t token, std::span<const float> logits
   seq.generated.push_back(token);
   seq.next_token = token;
   seq.pending.tokens.push_back(token);
-  if (seq.request.logprobs || seq.request.top_logprobs > 0) {
-    LogprobEntry lp{token, TokenLogprob(logits, token), {}};
-    if (seq.request.top_logprobs > 0) TopLogprobs(logits, seq.request.top_logprobs, &lp.top);
-    seq.pending.logprobs.push_back(std::move(lp));
+  if (seq.wants_logprobs()) {
+    seq.pending.logprobs.push_back({token, picked.logprob, std::move(picked.top)});
   }
   if (static_cast<int32_t>(seq.generated.size()) >= p.max_tokens) {
     Finish(seq, FinishReason::kLength, absl::OkStatus());
@@ -387,19 +390,32 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   report.decode_sequences = static_cast<int64_t>(plan.decode.size());
 
   if (!chunks.empty()) {
-    // When every sequence of the step decodes greedily without logprobs, the backend picks the
-    // tokens itself (on a GPU: no logits copied to the host).
-    const bool backend_picks = std::all_of(members.begin(), members.end(), [](const Sequence* s) {
-      return s->sampler.IsPlainArgmax() && !s->request.logprobs && s->request.top_logprobs == 0;
+    // When every sequence of the step decodes greedily without logprobs, the backend only takes
+    // an argmax; otherwise each sequence that ends its prompt or decodes gets a token pick.
+    const bool all_greedy = std::all_of(members.begin(), members.end(), [](const Sequence* s) {
+      return s->sampler.IsPlainArgmax() && !s->wants_logprobs();
     });
-    std::vector<float> logits;
-    std::vector<int32_t> picked;
-    const absl::Status status = backend_picks
-                                    ? backend_->ForwardGreedy(chunks, &picked)
-                                    : backend_->Forward(chunks, LogitsFor::kLastToken, &logits);
+    std::vector<int32_t> greedy_tokens;
+    std::vector<TokenPick> picks;
+    std::vector<PickedToken> picked;
+    absl::Status status;
+    if (all_greedy) {
+      status = backend_->ForwardGreedy(chunks, &greedy_tokens);
+    } else {
+      picks.resize(chunks.size());
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        Sequence& seq = *members[i];
+        const int64_t done = seq.prompt_done + (chunks[i].phase == SolvePhase::kPrefill
+                                                    ? static_cast<int64_t>(chunks[i].tokens.size())
+                                                    : 0);
+        if (done < static_cast<int64_t>(seq.request.prompt.size())) continue;  // no token yet
+        picks[i] = {&seq.sampler,  seq.sampler.NextDrawUniform(), seq.request.prompt,
+                    seq.generated, seq.wants_logprobs(),          seq.request.top_logprobs};
+      }
+      status = backend_->ForwardSample(chunks, picks, &picked);
+    }
     const SteadyTime now = std::chrono::steady_clock::now();
     report.seconds = Seconds(step_start, now);
-    const int64_t vocab = backend_->config().vocab_size;
     std::vector<RequestId> finished;
     for (size_t i = 0; i < chunks.size(); ++i) {
       Sequence& seq = *members[i];
@@ -416,15 +432,13 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.request.prompt.size())) continue;
       }
-      std::span<const float> row;
-      int32_t token;
-      if (backend_picks) {
-        token = picked[i];
+      PickedToken pick;
+      if (all_greedy) {
+        pick.token = greedy_tokens[i];
       } else {
-        row = std::span<const float>(logits).subspan(i * vocab, vocab);
-        token = seq.sampler.Sample(row, seq.request.prompt, seq.generated);
+        pick = std::move(picked[i]);
       }
-      if (!Advance(seq, token, row, now)) finished.push_back(seq.id);
+      if (!Advance(seq, std::move(pick), now)) finished.push_back(seq.id);
     }
     std::erase_if(running_, [&](const std::unique_ptr<Sequence>& seq) {
       return std::find(finished.begin(), finished.end(), seq->id) != finished.end();

@@ -76,9 +76,9 @@ class Engine {
   using CancelList = std::vector<std::pair<RequestId, CancelReason>>;
   void RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels);
   void CancelOrExpire(CancelList cancels);
-  // Appends the sampled `token` and sends it; false when the sequence is finished. `logits`
-  // (empty when the backend picked the token) feed the requested logprobs.
-  bool Advance(Sequence& seq, int32_t token, std::span<const float> logits, SteadyTime now);
+  // Appends the picked token (with its logprobs when the request asked) and sends it; false
+  // when the sequence is finished.
+  bool Advance(Sequence& seq, PickedToken picked, SteadyTime now);
   void Finish(Sequence& seq, FinishReason reason, absl::Status status);
   void PublishSnapshot();
   // Sends the step's events once its metrics are recorded, so a client that has its answer

@@ -98,13 +98,14 @@ Sampler::Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed
       rank_keys_(vocab_size),
       token_marks_(vocab_size, 0) {}
 
-int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
-                        std::span<const int32_t> generated_tokens) {
+int32_t Sampler::SampleWithUniform(std::span<const float> logits,
+                                   std::span<const int32_t> prompt_tokens,
+                                   std::span<const int32_t> generated_tokens, double uniform) {
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
   std::transform(logits.begin(), logits.end(), logits_.begin(), NanToNegativeInf);
   ApplyPenalties(logits_, prompt_tokens, generated_tokens);
   if (params_.temperature == 0.0f) return GreedyToken(logits_);
-  return SampleAtTemperature();
+  return SampleAtTemperature(uniform);
 }
 
 void Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
@@ -145,7 +146,7 @@ void Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> p
   }
 }
 
-int32_t Sampler::SampleAtTemperature() {
+int32_t Sampler::SampleAtTemperature(double uniform) {
   const float max_logit = *std::max_element(logits_.begin(), logits_.end());
   if (max_logit == -kInf) return 0;  // No token is possible; the documented fallback.
   ComputeWeights(max_logit);
@@ -169,7 +170,7 @@ int32_t Sampler::SampleAtTemperature() {
     if (top_p_on) size = KeepTopP(size);
     max_kept_key = *std::max_element(rank_keys_.begin(), rank_keys_.begin() + size);
   }
-  return Draw(max_kept_key);
+  return Draw(max_kept_key, uniform);
 }
 
 void Sampler::ComputeWeights(float max_logit) {
@@ -252,7 +253,7 @@ size_t Sampler::KeepTopP(size_t size) {
   return boundary_end - keys;  // Only rounding gets here: keep the whole boundary bucket.
 }
 
-int32_t Sampler::Draw(uint64_t max_kept_key) {
+int32_t Sampler::Draw(uint64_t max_kept_key, double uniform) {
   // min-p: the best token has weight 1 and always survives top-k and top-p, so "prob < min_p *
   // max_prob" is "weight < min_p", and min_p <= 1 keeps the best token.
   const float min_p = params_.min_p;
@@ -266,7 +267,7 @@ int32_t Sampler::Draw(uint64_t max_kept_key) {
     total += weight;
   }
   RIDGE_CHECK(total > 0.0);
-  const double threshold = NextUniform() * total;
+  const double threshold = uniform * total;
   double cumulative = 0.0;
   for (int32_t token = 0; token < vocab_size_; ++token) {
     cumulative += weights_[token];

@@ -33,7 +33,18 @@ class Sampler {
   // (the engine validates prompts on admission, so a bad id here is a bug and aborts).
   // Allocation-free: all scratch space is reserved at creation.
   int32_t Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
-                 std::span<const int32_t> generated_tokens);
+                 std::span<const int32_t> generated_tokens) {
+    return SampleWithUniform(logits, prompt_tokens, generated_tokens, NextDrawUniform());
+  }
+
+  // Sample with the draw's uniform given: the value NextDrawUniform() returned. A backend that
+  // samples on its device takes the uniform here and gets the CPU's answer for the same stream.
+  int32_t SampleWithUniform(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
+                            std::span<const int32_t> generated_tokens, double uniform);
+
+  // The uniform in [0, 1) the next sample draws with: one value from the sequence's random
+  // stream when the temperature is above 0, else 0 without touching the stream.
+  double NextDrawUniform() { return params_.temperature > 0.0f ? NextUniform() : 0.0; }
 
   // The first stage of Sample, in place, exposed for tests: the repetition penalty over the
   // distinct tokens of prompt + generated (positive logits divided, negative ones multiplied),
@@ -59,11 +70,11 @@ class Sampler {
   // distribution (whose algorithms differ between implementations) is involved.
   double NextUniform() { return static_cast<double>(rng_() >> 11) * 0x1p-53; }
 
-  int32_t SampleAtTemperature();
+  int32_t SampleAtTemperature(double uniform);
   void ComputeWeights(float max_logit);
   size_t KeepTopK();
   size_t KeepTopP(size_t size);
-  int32_t Draw(uint64_t max_kept_key);
+  int32_t Draw(uint64_t max_kept_key, double uniform);
 
   SamplingParams params_;
   int32_t vocab_size_;

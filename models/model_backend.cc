@@ -18,6 +18,31 @@ absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
   return absl::OkStatus();
 }
 
+absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
+                                         std::span<const TokenPick> picks,
+                                         std::vector<PickedToken>* picked) {
+  if (picks.size() != chunks.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(picks.size(), " token picks for ", chunks.size(), " sequences"));
+  }
+  std::vector<float> logits;
+  RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
+  const int64_t vocab = config().vocab_size;
+  picked->assign(chunks.size(), PickedToken{});
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const TokenPick& pick = picks[i];
+    if (pick.sampler == nullptr) continue;
+    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
+    PickedToken& out = (*picked)[i];
+    out.token = pick.sampler->SampleWithUniform(row, pick.prompt, pick.generated, pick.uniform);
+    if (pick.logprobs) {
+      out.logprob = TokenLogprob(row, out.token);
+      TopLogprobs(row, pick.top_logprobs, &out.top);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelBackend::CheckSlot(int64_t slot) const {
   if (slot >= 0 && slot < num_slots()) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/sampler.h"
 #include "kernels/solver_types.h"
 #include "models/mesanet_config.h"
 #include "models/mesanet_model.h"
@@ -21,6 +23,23 @@ struct SlotChunk {
   SolverOptions solver;
   SolverStats* stats = nullptr;  // optional: every solve of this chunk is added here
   SolvePhase phase = SolvePhase::kPrefill;
+};
+
+// How one chunk of a step picks the token that follows it (ModelBackend::ForwardSample).
+struct TokenPick {
+  // The sequence's sampler (its parameters; the host path also uses its scratch space), or
+  // null when the chunk wants no token (a prompt piece that does not end the prompt).
+  Sampler* sampler = nullptr;
+  double uniform = 0.0;  // sampler->NextDrawUniform(), taken by the caller for this pick
+  std::span<const int32_t> prompt, generated;  // the history the penalties look at
+  bool logprobs = false;                       // also return the log-probabilities
+  int32_t top_logprobs = 0;                    // how many alternatives, with logprobs
+};
+
+struct PickedToken {
+  int32_t token = 0;
+  float logprob = 0.0f;  // of `token`: log-softmax of the raw logits (when asked)
+  std::vector<std::pair<int32_t, float>> top;  // most likely first (when asked)
 };
 
 class ModelBackend {
@@ -43,6 +62,14 @@ class ModelBackend {
   // lowest id among ties). A GPU backend does this without copying logits to the host.
   virtual absl::Status ForwardGreedy(std::span<const SlotChunk> chunks,
                                      std::vector<int32_t>* next_tokens);
+
+  // Like Forward with kLastToken, but each chunk's next token is picked by its TokenPick, as
+  // Sampler::SampleWithUniform would pick it from the logits; picks[i] belongs to chunks[i].
+  // The base version samples on the host; a GPU backend samples on the device and copies only
+  // the picks back.
+  virtual absl::Status ForwardSample(std::span<const SlotChunk> chunks,
+                                     std::span<const TokenPick> picks,
+                                     std::vector<PickedToken>* picked);
 
  protected:
   // Checks what every backend requires of a step: slots in range and distinct, tokens present

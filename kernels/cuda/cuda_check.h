@@ -14,8 +14,9 @@ namespace ridge::cuda {
 
 inline absl::Status CudaStatus(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(std::string("CUDA error in ") + what + ": " +
-                             cudaGetErrorString(error));
+  std::string message = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(error);
+  if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(std::move(message));
+  return absl::InternalError(std::move(message));
 }
 
 inline absl::Status CublasStatus(cublasStatus_t status, const char* what) {

@@ -522,6 +522,12 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+size_t MesaChunkedPrefillSharedBytes(int head_dim) {
+  if (head_dim == 64) return SolveLayout<64>::kTotal * sizeof(float);
+  if (head_dim == 128) return SolveLayout<128>::kTotal * sizeof(float);
+  return 0;
+}
+
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream) {
   if (args.table.num_sequences == 0) return cudaSuccess;
   return DispatchHeadDim(args.head_dim,

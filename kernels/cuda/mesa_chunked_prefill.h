@@ -15,6 +15,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/mesa_recurrence.h"
@@ -60,5 +61,9 @@ struct MesaPrefillArgs {
 };
 
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream);
+
+// Dynamic shared memory the prefill's solve kernel needs per block at this head dim (a device
+// must offer at least this much per block, opted in, to run it); 0 for an unsupported dim.
+size_t MesaChunkedPrefillSharedBytes(int head_dim);
 
 }  // namespace ridge::cuda

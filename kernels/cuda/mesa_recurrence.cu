@@ -1,4 +1,5 @@
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
@@ -20,14 +21,17 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 
 // Hs lives in registers: thread (part, c4) holds rows [part * kRows, +kRows) of columns
-// 4c4..4c4+3 as kRows float4 (64 floats at D = 128), for the whole block. Shared memory holds
-// only vectors (floats):
+// 4c4..4c4+3 as kRows float4 (64 floats at D = 128), for the whole block. Gs lives in shared
+// memory, copied in asynchronously while the first solve runs; each thread copies, updates and
+// writes back exactly the float4s of Gs at its own (rows, columns), so Gs needs no barriers.
+// Shared memory (floats):
 template <int D>
 struct Layout {
   static constexpr int kCols4 = D / 4;              // float4 column groups of a row
   static constexpr int kParts = kThreads / kCols4;  // row partitions of a matrix-vector product
   static constexpr int kRows = D / kParts;          // rows per partition
-  static constexpr int kDiag = 0;                   // diag(Hs), for the Jacobi start
+  static constexpr int kGs = 0;                     // Gs [D, D]
+  static constexpr int kDiag = kGs + D * D;         // diag(Hs), for the Jacobi start
   static constexpr int kPartial = kDiag + D;
   static constexpr int kQ = kPartial + kParts * D;
   static constexpr int kK = kQ + D;
@@ -95,6 +99,7 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
   using L = Layout<D>;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
+  float4* gs_s = smem4 + L::kGs / 4;
   float* diag_s = smem + L::kDiag;
   float* partial = smem + L::kPartial;
   float* q_s = smem + L::kQ;
@@ -123,6 +128,16 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
   float* k_tail = q_tail + static_cast<int64_t>(W - 1) * K;
 
   const int c4 = tid % L::kCols4, part = tid / L::kCols4;
+  {
+    // Gs is not needed before the first solve is over: let it arrive meanwhile.
+    const float4* src = reinterpret_cast<const float4*>(g_gs);
+#pragma unroll
+    for (int r = 0; r < L::kRows; ++r) {
+      const int at = (part * L::kRows + r) * L::kCols4 + c4;
+      __pipeline_memcpy_async(gs_s + at, src + at, sizeof(float4));
+    }
+    __pipeline_commit();
+  }
   float4 h[L::kRows];  // this thread's share of Hs for the whole block
   {
     const float4* src = reinterpret_cast<const float4*>(g_hs);
@@ -214,6 +229,11 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
         if (offset == 1) diag_s[i] = h[r].y;
         if (offset == 2) diag_s[i] = h[r].z;
         if (offset == 3) diag_s[i] = h[r].w;
+      }
+      if (t == count - 1) {  // Hs is final: its store overlaps the solve
+        float4* dst = reinterpret_cast<float4*>(g_hs);
+#pragma unroll
+        for (int r = 0; r < L::kRows; ++r) dst[(part * L::kRows + r) * L::kCols4 + c4] = h[r];
       }
     }
     __syncthreads();
@@ -310,32 +330,25 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
     if (tid < D) x_s[tid] = x_i;
     __syncthreads();
 
-    // Gs = gamma Gs + beta k v^T streamed through once, with the readout o = Gs^T x.
+    // Gs = gamma Gs + beta k v^T in shared memory, with the readout o = Gs^T x.
     {
-      const int c4 = tid % L::kCols4, part = tid / L::kCols4;
-      float4* gs4 = reinterpret_cast<float4*>(g_gs);
+      if (t == 0) __pipeline_wait_prior(0);  // this thread's part of Gs has arrived
       const float4 vc = reinterpret_cast<const float4*>(v_s)[c4];
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      constexpr int kBatch = L::kRows < 4 ? L::kRows : 4;
 #pragma unroll
-      for (int b = 0; b < L::kRows; b += kBatch) {
-        float4 g[kBatch];  // all loads of the batch in flight before the first use
-#pragma unroll
-        for (int r = 0; r < kBatch; ++r) g[r] = gs4[(part * L::kRows + b + r) * L::kCols4 + c4];
-#pragma unroll
-        for (int r = 0; r < kBatch; ++r) {
-          const int i = part * L::kRows + b + r;
-          const float bk = beta * k_s[i], xi = x_s[i];
-          g[r].x = gamma * g[r].x + bk * vc.x;
-          g[r].y = gamma * g[r].y + bk * vc.y;
-          g[r].z = gamma * g[r].z + bk * vc.z;
-          g[r].w = gamma * g[r].w + bk * vc.w;
-          gs4[i * L::kCols4 + c4] = g[r];
-          acc.x += xi * g[r].x;
-          acc.y += xi * g[r].y;
-          acc.z += xi * g[r].z;
-          acc.w += xi * g[r].w;
-        }
+      for (int r = 0; r < L::kRows; ++r) {
+        const int i = part * L::kRows + r;
+        const float bk = beta * k_s[i], xi = x_s[i];
+        float4 g = gs_s[i * L::kCols4 + c4];
+        g.x = gamma * g.x + bk * vc.x;
+        g.y = gamma * g.y + bk * vc.y;
+        g.z = gamma * g.z + bk * vc.z;
+        g.w = gamma * g.w + bk * vc.w;
+        gs_s[i * L::kCols4 + c4] = g;
+        acc.x += xi * g.x;
+        acc.y += xi * g.y;
+        acc.z += xi * g.z;
+        acc.w += xi * g.w;
       }
       reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
     }
@@ -357,9 +370,12 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
   }
 
   {
-    float4* dst = reinterpret_cast<float4*>(g_hs);
+    float4* dst = reinterpret_cast<float4*>(g_gs);
 #pragma unroll
-    for (int r = 0; r < L::kRows; ++r) dst[(part * L::kRows + r) * L::kCols4 + c4] = h[r];
+    for (int r = 0; r < L::kRows; ++r) {
+      const int at = (part * L::kRows + r) * L::kCols4 + c4;
+      dst[at] = gs_s[at];
+    }
   }
   if (conv_thread) {
 #pragma unroll

@@ -3,8 +3,9 @@
 // token after token: the short convolution continuing from the state's raw q/k tails, SiLU and
 // the L2 norms, the gates, the rank-1 updates of Hs and Gs, CG with the sequence's own
 // tolerance and iteration budget (early exit per head), the readout Gs^T x, the per-head output
-// norm and the optional output gate. Hs stays in registers for the whole block; Gs is read
-// and written once per token, so a decode step moves each state once in and once out.
+// norm and the optional output gate. Hs stays in registers and Gs in shared memory for the
+// whole block, so a step moves each state once in and once out however many tokens it has; Gs
+// arrives during the first solve and Hs leaves during the last one.
 //
 // Plain C++ header: host code compiled without nvcc includes it.
 #pragma once

@@ -1,6 +1,6 @@
 #include <cuda_bf16.h>
 
-#include <cfloat>
+#include <cmath>
 
 #include "kernels/cuda/row_kernels.h"
 
@@ -53,7 +53,7 @@ __global__ void ArgmaxRowsKernel(const float* logits, int64_t cols, int64_t stri
   __shared__ float best_value[kThreads];
   __shared__ int32_t best_index[kThreads];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * stride;
-  float value = -FLT_MAX;
+  float value = -INFINITY;  // GreedyToken's rule: 0 when no logit beats -inf; NaN never wins
   int32_t index = 0;
   for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
     if (row[c] > value) {  // strictly greater: the lowest index wins within a thread

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -13,10 +14,12 @@
 #include "kernels/cuda/mesa_chunked_prefill.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "kernels/cuda/row_kernels.h"
+#include "kernels/cuda/token_sampling.h"
 #include "models/cuda/device_memory.h"
 
 namespace ridge {
 
+using cuda::BufferRenewal;
 using cuda::DeviceBuffer;
 using cuda::PinnedBuffer;
 
@@ -48,6 +51,10 @@ int64_t RoundUpPow2(int64_t n) {
   while (p < n) p <<= 1;
   return p;
 }
+
+// What a step leaves for the host: full logits rows, each row's argmax, or each row's token
+// picked on the device by its sampling parameters.
+enum class StepOutput { kLogits, kGreedy, kSampled };
 
 struct DeviceLayer {
   DeviceBuffer attn_norm, in_proj, a_bias, b_bias, lambda, q_conv, k_conv, o_norm, o_proj, mlp_norm,
@@ -97,13 +104,21 @@ struct CudaBackend::Impl {
   int64_t cap_rows = 0, cap_seqs = 0;
   DeviceBuffer table, hidden, normed, proj, attn, mlp, act, final_normed, logits, argmax, counters;
   PinnedBuffer host_table, host_logits, host_argmax, host_counters;
+  // Device sampling: per-row parameters and picks [cap_seqs], penalty entries [cap_penalties].
+  DeviceBuffer sampling_params, sampled, penalties;
+  PinnedBuffer host_sampling_params, host_sampled, host_penalties;
+  int64_t cap_penalties = 0;
+  std::vector<int32_t> token_marks;  // [vocab], zero between steps: builds the penalty lists
   // Chunked prefill scratch, sized on demand (never used by captured graphs).
   int64_t cap_prefill_rows = 0, cap_chunks = 0;
   DeviceBuffer q_norm, k_norm, log_gamma, beta, chunk_states;
 
-  // Captured decode steps by (bucket, greedy); a bucket is captured on its second use.
-  std::map<std::pair<int64_t, bool>, cudaGraphExec_t> graphs;
-  std::map<std::pair<int64_t, bool>, int> bucket_uses;
+  // Captured decode steps by (bucket, output); a bucket is captured on its second use. A
+  // bucket whose capture failed runs eagerly from then on.
+  using GraphKey = std::pair<int64_t, StepOutput>;
+  std::map<GraphKey, cudaGraphExec_t> graphs;
+  std::map<GraphKey, int> bucket_uses;
+  std::set<GraphKey> eager_buckets;
 
   ~Impl() {
     if (stream != nullptr) cudaStreamSynchronize(stream);
@@ -132,55 +147,109 @@ struct CudaBackend::Impl {
     kChunkSequence,
     kSegments
   };
-  int64_t MaxChunks() const { return cap_rows / cuda::kPrefillChunk + cap_seqs; }
-  int64_t SegmentOffset(int segment) const {
-    if (segment <= kOutRow) return segment * cap_rows;
-    return 2 * cap_rows + (segment - kSeqRowBegin) * cap_seqs;
+  static int64_t MaxChunks(int64_t rows, int64_t seqs) { return rows / cuda::kPrefillChunk + seqs; }
+  static int64_t SegmentOffset(int segment, int64_t rows, int64_t seqs) {
+    if (segment <= kOutRow) return segment * rows;
+    return 2 * rows + (segment - kSeqRowBegin) * seqs;
   }
+  static size_t TableIntsFor(int64_t rows, int64_t seqs) {
+    return static_cast<size_t>(SegmentOffset(kChunkSequence, rows, seqs) + MaxChunks(rows, seqs));
+  }
+  int64_t SegmentOffset(int segment) const { return SegmentOffset(segment, cap_rows, cap_seqs); }
   int32_t* Device(int segment) const { return table.as<int32_t>() + SegmentOffset(segment); }
   int32_t* Host(int segment) const { return host_table.as<int32_t>() + SegmentOffset(segment); }
-  size_t TableInts() const {
-    return static_cast<size_t>(SegmentOffset(kChunkSequence) + MaxChunks());
-  }
+  size_t TableInts() const { return TableIntsFor(cap_rows, cap_seqs); }
 
+  // Drops the captured graphs (they point at buffers about to be replaced).
+  void DropGraphs();
   absl::Status EnsureCapacity(int64_t rows, int64_t seqs);
+  absl::Status EnsureLogitsCapacity(int64_t rows);
+  absl::Status EnsurePenaltyCapacity(int64_t entries);
   absl::Status Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w, int64_t out,
                     float* y, bool accumulate);
   // Enqueues a whole step on `stream`, reading only the device table: capturable.
   absl::Status EnqueueStep(int64_t rows, int64_t seqs, int64_t out_rows, bool all_rows,
-                           bool greedy);
-  absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, bool greedy,
-                       int64_t* out_rows);
+                           StepOutput output);
+  // Captures the step into a graph, or returns the reason it could not.
+  absl::StatusOr<cudaGraphExec_t> CaptureStep(int64_t rows, int64_t seqs, StepOutput output);
+  // `picks` (one per chunk) only with StepOutput::kSampled.
+  absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, StepOutput output,
+                       std::span<const TokenPick> picks, int64_t* out_rows);
+  // Fills the per-row sampling parameters and penalty entries for a sampled step of `rows`
+  // output rows (the chunks' rows, then padding).
+  absl::Status PrepareSampling(std::span<const TokenPick> picks, int64_t rows);
   absl::Status EnsurePrefillCapacity(int64_t rows, int64_t chunks);
   // order[p]: the chunk at table position p (token-by-token sequences first, then prompts).
   void MergeCounters(std::span<const SlotChunk> chunks, const std::vector<int64_t>& order) const;
   int64_t sequential_count = 0, prefill_count = 0, chunk_count = 0;  // of the step being built
 };
 
+void CudaBackend::Impl::DropGraphs() {
+  for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+  graphs.clear();
+  bucket_uses.clear();
+}
+
 absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   if (rows <= cap_rows && seqs <= cap_seqs) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);  // they point at old buffers
-  graphs.clear();
-  bucket_uses.clear();
-  cap_rows = std::max(cap_rows, RoundUpPow2(std::max<int64_t>(rows, 256)));
-  cap_seqs = std::max(cap_seqs, seqs);
-  cap_rows = std::max(cap_rows, cap_seqs);
+  const int64_t new_seqs = std::max(cap_seqs, seqs);
+  const int64_t new_rows =
+      std::max({cap_rows, RoundUpPow2(std::max<int64_t>(rows, 256)), new_seqs});
   const MesaNetConfig& c = config;
   const int64_t k = c.key_dim(), inter = c.intermediate_size;
-  RETURN_IF_ERROR(table.Allocate(TableInts() * sizeof(int32_t)));
-  RETURN_IF_ERROR(host_table.Allocate(TableInts() * sizeof(int32_t)));
-  RETURN_IF_ERROR(hidden.Allocate(cap_rows * c.hidden_size * sizeof(float)));
-  RETURN_IF_ERROR(normed.Allocate(cap_rows * std::max(c.hidden_size, inter) * 2));
-  RETURN_IF_ERROR(proj.Allocate(cap_rows * proj_cols * sizeof(float)));
-  RETURN_IF_ERROR(attn.Allocate(cap_rows * k * 2));
-  RETURN_IF_ERROR(mlp.Allocate(cap_rows * 2 * inter * sizeof(float)));
-  RETURN_IF_ERROR(act.Allocate(cap_rows * inter * 2));
-  RETURN_IF_ERROR(final_normed.Allocate(cap_rows * c.hidden_size * 2));
-  RETURN_IF_ERROR(argmax.Allocate(cap_rows * sizeof(int32_t)));
-  RETURN_IF_ERROR(host_argmax.Allocate(cap_rows * sizeof(int32_t)));
-  RETURN_IF_ERROR(counters.Allocate(cap_seqs * c.num_heads * sizeof(cuda::SolveCounters)));
-  RETURN_IF_ERROR(host_counters.Allocate(cap_seqs * c.num_heads * sizeof(cuda::SolveCounters)));
+  const size_t table_ints = TableIntsFor(new_rows, new_seqs);
+  const size_t counter_bytes = new_seqs * c.num_heads * sizeof(cuda::SolveCounters);
+  // All or nothing: if memory runs out, the old buffers (and the graphs using them) stay.
+  BufferRenewal renew;
+  RETURN_IF_ERROR(renew.Device(&table, table_ints * sizeof(int32_t)));
+  RETURN_IF_ERROR(renew.Pinned(&host_table, table_ints * sizeof(int32_t)));
+  RETURN_IF_ERROR(renew.Device(&hidden, new_rows * c.hidden_size * sizeof(float)));
+  RETURN_IF_ERROR(renew.Device(&normed, new_rows * std::max(c.hidden_size, inter) * 2));
+  RETURN_IF_ERROR(renew.Device(&proj, new_rows * proj_cols * sizeof(float)));
+  RETURN_IF_ERROR(renew.Device(&attn, new_rows * k * 2));
+  RETURN_IF_ERROR(renew.Device(&mlp, new_rows * 2 * inter * sizeof(float)));
+  RETURN_IF_ERROR(renew.Device(&act, new_rows * inter * 2));
+  RETURN_IF_ERROR(renew.Device(&final_normed, new_rows * c.hidden_size * 2));
+  RETURN_IF_ERROR(renew.Device(&argmax, new_rows * sizeof(int32_t)));
+  RETURN_IF_ERROR(renew.Pinned(&host_argmax, new_rows * sizeof(int32_t)));
+  RETURN_IF_ERROR(renew.Device(&counters, counter_bytes));
+  RETURN_IF_ERROR(renew.Pinned(&host_counters, counter_bytes));
+  const size_t params_bytes = new_seqs * sizeof(cuda::SamplingRowParams);
+  const size_t sampled_bytes = new_seqs * sizeof(cuda::SampledToken);
+  RETURN_IF_ERROR(renew.Device(&sampling_params, params_bytes));
+  RETURN_IF_ERROR(renew.Pinned(&host_sampling_params, params_bytes));
+  RETURN_IF_ERROR(renew.Device(&sampled, sampled_bytes));
+  RETURN_IF_ERROR(renew.Pinned(&host_sampled, sampled_bytes));
+  DropGraphs();
+  renew.Commit();
+  cap_rows = new_rows;
+  cap_seqs = new_seqs;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::EnsureLogitsCapacity(int64_t rows) {
+  const size_t bytes = rows * vocab_stride * sizeof(float);
+  if (logits.bytes() >= bytes) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  BufferRenewal renew;
+  RETURN_IF_ERROR(renew.Device(&logits, bytes));
+  RETURN_IF_ERROR(renew.Pinned(&host_logits, bytes));
+  DropGraphs();
+  renew.Commit();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::EnsurePenaltyCapacity(int64_t entries) {
+  if (entries <= cap_penalties) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const int64_t new_cap = RoundUpPow2(std::max<int64_t>(entries, 4096));
+  BufferRenewal renew;
+  RETURN_IF_ERROR(renew.Device(&penalties, new_cap * sizeof(cuda::PenaltyEntry)));
+  RETURN_IF_ERROR(renew.Pinned(&host_penalties, new_cap * sizeof(cuda::PenaltyEntry)));
+  DropGraphs();
+  renew.Commit();
+  cap_penalties = new_cap;
   return absl::OkStatus();
 }
 
@@ -188,18 +257,22 @@ absl::Status CudaBackend::Impl::EnsurePrefillCapacity(int64_t rows, int64_t chun
   if (rows <= cap_prefill_rows && chunks <= cap_chunks) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   const MesaNetConfig& c = config;
-  if (rows > cap_prefill_rows) {
-    cap_prefill_rows = RoundUpPow2(rows);
-    RETURN_IF_ERROR(q_norm.Allocate(cap_prefill_rows * c.key_dim() * sizeof(float)));
-    RETURN_IF_ERROR(k_norm.Allocate(cap_prefill_rows * c.key_dim() * sizeof(float)));
-    RETURN_IF_ERROR(log_gamma.Allocate(cap_prefill_rows * c.num_heads * sizeof(float)));
-    RETURN_IF_ERROR(beta.Allocate(cap_prefill_rows * c.num_heads * sizeof(float)));
+  BufferRenewal renew;
+  const int64_t new_rows = rows > cap_prefill_rows ? RoundUpPow2(rows) : cap_prefill_rows;
+  const int64_t new_chunks = chunks > cap_chunks ? RoundUpPow2(chunks) : cap_chunks;
+  if (new_rows != cap_prefill_rows) {
+    RETURN_IF_ERROR(renew.Device(&q_norm, new_rows * c.key_dim() * sizeof(float)));
+    RETURN_IF_ERROR(renew.Device(&k_norm, new_rows * c.key_dim() * sizeof(float)));
+    RETURN_IF_ERROR(renew.Device(&log_gamma, new_rows * c.num_heads * sizeof(float)));
+    RETURN_IF_ERROR(renew.Device(&beta, new_rows * c.num_heads * sizeof(float)));
   }
-  if (chunks > cap_chunks) {
-    cap_chunks = RoundUpPow2(chunks);
-    RETURN_IF_ERROR(chunk_states.Allocate(cap_chunks * c.num_heads * 2 * c.head_dim * c.head_dim *
-                                          sizeof(float)));
+  if (new_chunks != cap_chunks) {
+    RETURN_IF_ERROR(renew.Device(
+        &chunk_states, new_chunks * c.num_heads * 2 * c.head_dim * c.head_dim * sizeof(float)));
   }
+  renew.Commit();  // captured graphs never run prefill, so they keep working
+  cap_prefill_rows = new_rows;
+  cap_chunks = new_chunks;
   return absl::OkStatus();
 }
 
@@ -216,7 +289,7 @@ absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, co
 }
 
 absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t out_rows,
-                                            bool all_rows, bool greedy) {
+                                            bool all_rows, StepOutput output) {
   const MesaNetConfig& c = config;
   const int64_t hidden_size = c.hidden_size, k = c.key_dim(), inter = c.intermediate_size;
   const float eps = static_cast<float>(c.norm_eps);
@@ -303,17 +376,35 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   RETURN_IF_ERROR(Gemm(final_normed.as<void>(), out_rows, hidden_size,
                        lm_head.empty() ? embeddings : lm_head, vocab_stride, logits.as<float>(),
                        false));
-  if (greedy) {
-    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchArgmaxRows(logits.as<float>(), out_rows, c.vocab_size,
-                                                      vocab_stride, argmax.as<int32_t>(), s));
-    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_argmax.as<void>(), argmax.as<void>(),
-                                               out_rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                               s));
-  } else {
-    RIDGE_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy2DAsync(host_logits.as<void>(), c.vocab_size * sizeof(float), logits.as<void>(),
-                          vocab_stride * sizeof(float), c.vocab_size * sizeof(float), out_rows,
-                          cudaMemcpyDeviceToHost, s));
+  switch (output) {
+    case StepOutput::kGreedy:
+      RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchArgmaxRows(logits.as<float>(), out_rows, c.vocab_size,
+                                                        vocab_stride, argmax.as<int32_t>(), s));
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_argmax.as<void>(), argmax.as<void>(),
+                                                 out_rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                                 s));
+      break;
+    case StepOutput::kSampled: {
+      cuda::TokenSamplingArgs sampling{};
+      sampling.logits = logits.as<float>();
+      sampling.row_stride = vocab_stride;
+      sampling.vocab_size = static_cast<int32_t>(c.vocab_size);
+      sampling.num_rows = static_cast<int32_t>(out_rows);
+      sampling.params = sampling_params.as<cuda::SamplingRowParams>();
+      sampling.penalties = penalties.as<cuda::PenaltyEntry>();
+      sampling.out = sampled.as<cuda::SampledToken>();
+      RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchTokenSampling(sampling, s));
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_sampled.as<void>(), sampled.as<void>(),
+                                                 out_rows * sizeof(cuda::SampledToken),
+                                                 cudaMemcpyDeviceToHost, s));
+      break;
+    }
+    case StepOutput::kLogits:
+      RIDGE_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy2DAsync(host_logits.as<void>(), c.vocab_size * sizeof(float), logits.as<void>(),
+                            vocab_stride * sizeof(float), c.vocab_size * sizeof(float), out_rows,
+                            cudaMemcpyDeviceToHost, s));
+      break;
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_counters.as<void>(), counters.as<void>(),
                                              seqs * c.num_heads * sizeof(cuda::SolveCounters),
@@ -322,7 +413,10 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
 }
 
 absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, LogitsFor which,
-                                        bool greedy, int64_t* out_rows_result) {
+                                        StepOutput output, std::span<const TokenPick> picks,
+                                        int64_t* out_rows_result) {
+  // A step that failed half-way may have left work queued that reads the host table.
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   int64_t rows = 0;
   bool pure_decode = true;
   for (const SlotChunk& chunk : chunks) {
@@ -337,15 +431,8 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   const int64_t step_rows = graphable ? padded : rows;
   const int64_t out_rows = all_rows ? rows : padded;
   RETURN_IF_ERROR(EnsureCapacity(step_rows, padded));
-  const size_t logits_bytes = out_rows * vocab_stride * sizeof(float);
-  if (logits.bytes() < logits_bytes) {
-    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
-    graphs.clear();
-    bucket_uses.clear();
-    RETURN_IF_ERROR(logits.Allocate(logits_bytes));
-    RETURN_IF_ERROR(host_logits.Allocate(logits_bytes));
-  }
+  RETURN_IF_ERROR(EnsureLogitsCapacity(out_rows));
+  if (output == StepOutput::kSampled) RETURN_IF_ERROR(PrepareSampling(picks, out_rows));
 
   // Fill the table on the host, then send it in one copy. Long prompts run chunked; decode
   // tokens and short prompts token by token.
@@ -405,34 +492,129 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), t, TableInts() * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, stream));
 
-  if (graphable) {
-    const auto key = std::make_pair(padded, greedy);
+  const GraphKey key(padded, output);
+  if (graphable && !eager_buckets.contains(key)) {
     auto it = graphs.find(key);
     if (it == graphs.end() && ++bucket_uses[key] >= 2) {
-      cudaGraph_t graph;
-      RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const absl::Status enqueued = EnqueueStep(step_rows, padded, out_rows, false, greedy);
-      const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-      RETURN_IF_ERROR(enqueued);
-      RIDGE_CUDA_RETURN_IF_ERROR(ended);
-      cudaGraphExec_t exec;
-      const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      RIDGE_CUDA_RETURN_IF_ERROR(instantiated);
-      it = graphs.emplace(key, exec).first;
+      absl::StatusOr<cudaGraphExec_t> exec = CaptureStep(step_rows, padded, output);
+      if (exec.ok()) {
+        it = graphs.emplace(key, *exec).first;
+      } else {
+        eager_buckets.insert(key);  // run this bucket eagerly rather than retry every step
+      }
     }
     if (it != graphs.end()) {
       RIDGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream));
     } else {
-      RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, false, greedy));
+      RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, false, output));
     }
   } else {
-    RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, all_rows, greedy));
+    RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, all_rows, output));
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   for (const SlotChunk& chunk : chunks) slot_tokens[chunk.slot] += chunk.tokens.size();
   MergeCounters(chunks, order);
   *out_rows_result = all_rows ? rows : seqs;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cudaGraphExec_t> CudaBackend::Impl::CaptureStep(int64_t rows, int64_t seqs,
+                                                               StepOutput output) {
+  cudaGraph_t graph = nullptr;
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const absl::Status enqueued = EnqueueStep(rows, seqs, seqs, false, output);
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!enqueued.ok() || ended != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a failed capture is not sticky; the eager path runs next
+    return enqueued.ok() ? cuda::CudaStatus(ended, "cudaStreamEndCapture") : enqueued;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (instantiated != cudaSuccess) {
+    cudaGetLastError();
+    return cuda::CudaStatus(instantiated, "cudaGraphInstantiate");
+  }
+  return exec;
+}
+
+absl::Status CudaBackend::Impl::PrepareSampling(std::span<const TokenPick> picks, int64_t rows) {
+  const int32_t vocab = static_cast<int32_t>(config.vocab_size);
+  if (token_marks.empty()) token_marks.assign(vocab, 0);
+  auto* params = host_sampling_params.as<cuda::SamplingRowParams>();
+  std::memset(params, 0, rows * sizeof(cuda::SamplingRowParams));  // padding rows: greedy
+  std::vector<cuda::PenaltyEntry> entries;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const TokenPick& pick = picks[i];
+    if (pick.sampler == nullptr) continue;
+    if (pick.sampler->vocab_size() != vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", i, ": its sampler is for a vocabulary of ",
+                       pick.sampler->vocab_size(), " tokens, the model has ", vocab));
+    }
+    const SamplingParams& p = pick.sampler->params();
+    if (pick.top_logprobs < 0 || pick.top_logprobs > cuda::kMaxSampledTopLogprobs) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": top_logprobs ",
+                                                     pick.top_logprobs, " must be 0 to ",
+                                                     cuda::kMaxSampledTopLogprobs));
+    }
+    if (!(pick.uniform >= 0.0 && pick.uniform < 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", i, ": the draw's uniform ", pick.uniform, " is not in [0, 1)"));
+    }
+    for (std::span<const int32_t> history : {pick.prompt, pick.generated}) {
+      for (int32_t token : history) {
+        if (token < 0 || token >= vocab) {
+          return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": history token ", token,
+                                                         " is outside the vocabulary"));
+        }
+      }
+    }
+    cuda::SamplingRowParams& row = params[i];
+    row.temperature = p.temperature;
+    row.top_k = p.top_k;
+    row.top_p = p.top_p;
+    row.min_p = p.min_p;
+    row.repetition_penalty = p.repetition_penalty;
+    row.presence_penalty = p.presence_penalty;
+    row.frequency_penalty = p.frequency_penalty;
+    row.top_logprobs = pick.logprobs ? pick.top_logprobs : 0;
+    row.uniform = pick.uniform;
+    row.penalty_begin = static_cast<int32_t>(entries.size());
+    // One entry per distinct token: the generated ones with their counts, then (only when the
+    // repetition penalty is on) the prompt's other tokens.
+    const bool repetition = p.repetition_penalty != 1.0f;
+    if (repetition || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+      for (int32_t token : pick.generated) ++token_marks[token];
+      for (int32_t token : pick.generated) {
+        if (token_marks[token] <= 0) continue;
+        entries.push_back({token, token_marks[token]});
+        token_marks[token] = -1;  // listed
+      }
+      if (repetition) {
+        for (int32_t token : pick.prompt) {
+          if (token_marks[token] != 0) continue;
+          entries.push_back({token, 0});
+          token_marks[token] = -1;
+        }
+      }
+      for (int32_t token : pick.generated) token_marks[token] = 0;
+      for (int32_t token : pick.prompt) token_marks[token] = 0;
+    }
+    row.penalty_count = static_cast<int32_t>(entries.size()) - row.penalty_begin;
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_params.as<void>(), params,
+                                             rows * sizeof(cuda::SamplingRowParams),
+                                             cudaMemcpyHostToDevice, stream));
+  if (!entries.empty()) {
+    RETURN_IF_ERROR(EnsurePenaltyCapacity(static_cast<int64_t>(entries.size())));
+    std::memcpy(host_penalties.as<void>(), entries.data(),
+                entries.size() * sizeof(cuda::PenaltyEntry));
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(penalties.as<void>(), host_penalties.as<void>(),
+                                               entries.size() * sizeof(cuda::PenaltyEntry),
+                                               cudaMemcpyHostToDevice, stream));
+  }
   return absl::OkStatus();
 }
 
@@ -475,6 +657,20 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
         "; this model has head_dim ", config.head_dim, " and conv_size ", config.conv_size));
   }
   if (options.num_slots < 1) return absl::InvalidArgumentError("the CUDA backend needs >= 1 slot");
+  cudaDeviceProp prop{};
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
+  if (prop.major < 9) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("CUDA device ", options.device, " (", prop.name, ") has compute capability ",
+                     prop.major, ".", prop.minor, "; the kernels need 9.0 (Hopper) or newer"));
+  }
+  const size_t prefill_smem =
+      cuda::MesaChunkedPrefillSharedBytes(static_cast<int>(config.head_dim));
+  if (prop.sharedMemPerBlockOptin < prefill_smem) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA device ", options.device, " (", prop.name, ") offers ", prop.sharedMemPerBlockOptin,
+        " bytes of shared memory per block; the prefill kernel needs ", prefill_smem));
+  }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
 
   auto impl = std::make_unique<Impl>();
@@ -545,9 +741,7 @@ int64_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
 int64_t CudaBackend::state_bytes_per_slot() const { return impl_->slot_floats * sizeof(float); }
 
 absl::Status CudaBackend::ResetSlot(int64_t slot) {
-  if (slot < 0 || slot >= num_slots()) {
-    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
-  }
+  RETURN_IF_ERROR(CheckSlot(slot));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   const size_t bytes = impl_->slot_floats * sizeof(float);
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
@@ -560,9 +754,13 @@ absl::Status CudaBackend::ResetSlot(int64_t slot) {
 absl::Status CudaBackend::Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                                   std::vector<float>* logits) {
   RETURN_IF_ERROR(ValidateChunks(chunks));
+  if (chunks.empty()) {
+    logits->clear();
+    return absl::OkStatus();
+  }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   int64_t out_rows = 0;
-  RETURN_IF_ERROR(impl_->RunStep(chunks, which, false, &out_rows));
+  RETURN_IF_ERROR(impl_->RunStep(chunks, which, StepOutput::kLogits, {}, &out_rows));
   const int64_t vocab = impl_->config.vocab_size;
   logits->resize(out_rows * vocab);
   std::memcpy(logits->data(), impl_->host_logits.as<float>(), out_rows * vocab * sizeof(float));
@@ -572,18 +770,48 @@ absl::Status CudaBackend::Forward(std::span<const SlotChunk> chunks, LogitsFor w
 absl::Status CudaBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
                                         std::vector<int32_t>* next_tokens) {
   RETURN_IF_ERROR(ValidateChunks(chunks));
+  next_tokens->clear();
+  if (chunks.empty()) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   int64_t out_rows = 0;
-  RETURN_IF_ERROR(impl_->RunStep(chunks, LogitsFor::kLastToken, true, &out_rows));
+  RETURN_IF_ERROR(
+      impl_->RunStep(chunks, LogitsFor::kLastToken, StepOutput::kGreedy, {}, &out_rows));
   const int32_t* best = impl_->host_argmax.as<int32_t>();
   next_tokens->assign(best, best + out_rows);
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::ReadSlot(int64_t slot, MesaState* state) const {
-  if (slot < 0 || slot >= num_slots()) {
-    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
+absl::Status CudaBackend::ForwardSample(std::span<const SlotChunk> chunks,
+                                        std::span<const TokenPick> picks,
+                                        std::vector<PickedToken>* picked) {
+  RETURN_IF_ERROR(ValidateChunks(chunks));
+  if (picks.size() != chunks.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(picks.size(), " token picks for ", chunks.size(), " sequences"));
   }
+  picked->assign(chunks.size(), PickedToken{});
+  if (chunks.empty()) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  int64_t out_rows = 0;
+  RETURN_IF_ERROR(
+      impl_->RunStep(chunks, LogitsFor::kLastToken, StepOutput::kSampled, picks, &out_rows));
+  const auto* sampled = impl_->host_sampled.as<const cuda::SampledToken>();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (picks[i].sampler == nullptr) continue;
+    const cuda::SampledToken& from = sampled[i];
+    PickedToken& to = (*picked)[i];
+    to.token = from.token;
+    if (!picks[i].logprobs) continue;
+    to.logprob = from.logprob;
+    for (int32_t n = 0; n < picks[i].top_logprobs && from.top_tokens[n] >= 0; ++n) {
+      to.top.emplace_back(from.top_tokens[n], from.top_logprobs[n]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ReadSlot(int64_t slot, MesaState* state) const {
+  RETURN_IF_ERROR(CheckSlot(slot));
   if (static_cast<int64_t>(state->data().size()) != impl_->slot_floats) {
     return absl::InvalidArgumentError("state of another model");
   }
@@ -598,9 +826,7 @@ absl::Status CudaBackend::ReadSlot(int64_t slot, MesaState* state) const {
 }
 
 absl::Status CudaBackend::WriteSlot(int64_t slot, const MesaState& state) {
-  if (slot < 0 || slot >= num_slots()) {
-    return absl::InvalidArgumentError(absl::StrCat("slot ", slot, " is out of range"));
-  }
+  RETURN_IF_ERROR(CheckSlot(slot));
   if (static_cast<int64_t>(state.data().size()) != impl_->slot_floats) {
     return absl::InvalidArgumentError("state of another model");
   }
@@ -614,10 +840,9 @@ absl::Status CudaBackend::WriteSlot(int64_t slot, const MesaState& state) {
 }
 
 absl::Status CudaBackend::CopySlot(int64_t from, int64_t to) {
-  if (from < 0 || from >= num_slots() || to < 0 || to >= num_slots()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slot copy ", from, " -> ", to, " is out of range"));
-  }
+  RETURN_IF_ERROR(CheckSlot(from));
+  RETURN_IF_ERROR(CheckSlot(to));
+  if (from == to) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   float* pool = impl_->state_pool.as<float>();
   RIDGE_CUDA_RETURN_IF_ERROR(

@@ -39,6 +39,9 @@ class CudaBackend : public ModelBackend {
                        std::vector<float>* logits) override;
   absl::Status ForwardGreedy(std::span<const SlotChunk> chunks,
                              std::vector<int32_t>* next_tokens) override;
+  // Samples on the GPU (kernels/cuda/token_sampling.h): only the picks come back to the host.
+  absl::Status ForwardSample(std::span<const SlotChunk> chunks, std::span<const TokenPick> picks,
+                             std::vector<PickedToken>* picked) override;
 
   // Slot contents as a host MesaState (same layout), for tests, snapshots and debugging.
   absl::Status ReadSlot(int64_t slot, MesaState* state) const;

@@ -10,7 +10,11 @@ namespace ridge::cuda {
 absl::Status DeviceBuffer::Allocate(size_t bytes) {
   Release();
   if (bytes == 0) return absl::OkStatus();
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, bytes));
+  if (const cudaError_t error = cudaMalloc(&ptr_, bytes); error != cudaSuccess) {
+    ptr_ = nullptr;
+    cudaGetLastError();  // out of memory is not sticky: clear it so later launches do not see it
+    return CudaStatus(error, "cudaMalloc");
+  }
   bytes_ = bytes;
   return absl::OkStatus();
 }
@@ -24,7 +28,11 @@ void DeviceBuffer::Release() {
 absl::Status PinnedBuffer::Allocate(size_t bytes) {
   Release();
   if (bytes == 0) return absl::OkStatus();
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
+  if (const cudaError_t error = cudaMallocHost(&ptr_, bytes); error != cudaSuccess) {
+    ptr_ = nullptr;
+    cudaGetLastError();
+    return CudaStatus(error, "cudaMallocHost");
+  }
   bytes_ = bytes;
   return absl::OkStatus();
 }
@@ -33,6 +41,27 @@ void PinnedBuffer::Release() {
   if (ptr_ != nullptr) cudaFreeHost(ptr_);
   ptr_ = nullptr;
   bytes_ = 0;
+}
+
+absl::Status BufferRenewal::Device(DeviceBuffer* target, size_t bytes) {
+  DeviceBuffer fresh;
+  if (absl::Status s = fresh.Allocate(bytes); !s.ok()) return s;
+  device_.emplace_back(target, std::move(fresh));
+  return absl::OkStatus();
+}
+
+absl::Status BufferRenewal::Pinned(PinnedBuffer* target, size_t bytes) {
+  PinnedBuffer fresh;
+  if (absl::Status s = fresh.Allocate(bytes); !s.ok()) return s;
+  pinned_.emplace_back(target, std::move(fresh));
+  return absl::OkStatus();
+}
+
+void BufferRenewal::Commit() {
+  for (auto& [target, fresh] : device_) *target = std::move(fresh);
+  for (auto& [target, fresh] : pinned_) *target = std::move(fresh);
+  device_.clear();
+  pinned_.clear();
 }
 
 absl::StatusOr<DeviceBuffer> UploadAsBf16(const std::vector<float>& values) {

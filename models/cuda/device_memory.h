@@ -47,8 +47,16 @@ class PinnedBuffer {
  public:
   PinnedBuffer() = default;
   ~PinnedBuffer() { Release(); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer(PinnedBuffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+    if (this != &other) {
+      Release();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
 
   absl::Status Allocate(size_t bytes);
   template <typename T>
@@ -61,6 +69,20 @@ class PinnedBuffer {
   void Release();
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// Grows a set of buffers all or nothing: each Device/Pinned call allocates a fresh buffer on the
+// side, and Commit() moves them all into place. If any allocation fails (out of memory), the
+// caller returns the error before Commit and every old buffer is still there, unchanged.
+class BufferRenewal {
+ public:
+  absl::Status Device(DeviceBuffer* target, size_t bytes);
+  absl::Status Pinned(PinnedBuffer* target, size_t bytes);
+  void Commit();
+
+ private:
+  std::vector<std::pair<DeviceBuffer*, DeviceBuffer>> device_;
+  std::vector<std::pair<PinnedBuffer*, PinnedBuffer>> pinned_;
 };
 
 // Copies host floats to a new device buffer, as bf16 (round to nearest even) or as fp32.

@@ -13,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "base/half.h"
+#include "engine/sampler.h"
 #include "kernels/device_info.h"
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
@@ -373,6 +375,92 @@ TEST_F(CudaMechanicsTest, SlotsCopyWriteReadAndReset) {
   ASSERT_TRUE((*gpu)->ReadSlot(1, &s1).ok());
   EXPECT_EQ(s1.tokens(), 0);
   EXPECT_TRUE(std::all_of(s1.data().begin(), s1.data().end(), [](float x) { return x == 0.0f; }));
+}
+
+// Sampling on the GPU picks what the host sampler picks from the same step's logits (taken
+// from a copy of each slot), with the same uniforms: temperature, top-k/p, min-p and the three
+// penalties over a growing history, greedy with a penalty, and the logprobs.
+TEST_F(CudaMechanicsTest, SamplesOnTheDeviceAsTheHostWould) {
+  constexpr int64_t kSeqs = 3;
+  auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 2 * kSeqs});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const int32_t vocab = static_cast<int32_t>(config_.vocab_size);
+  std::vector<SamplingParams> params(kSeqs);
+  params[0].temperature = 0.8f;
+  params[0].top_k = 20;
+  params[1].temperature = 1.2f;
+  params[1].top_p = 0.9f;
+  params[1].min_p = 0.02f;
+  params[1].repetition_penalty = 1.3f;
+  params[1].frequency_penalty = 0.5f;
+  params[1].presence_penalty = 0.3f;
+  params[2].temperature = 0.0f;
+  params[2].repetition_penalty = 1.2f;
+  std::vector<Sampler> samplers;
+  for (const SamplingParams& p : params) {
+    auto sampler = Sampler::Create(p, vocab);
+    ASSERT_TRUE(sampler.ok());
+    samplers.push_back(std::move(*sampler));
+  }
+  std::vector<std::vector<int32_t>> prompts, generated(kSeqs);
+  std::vector<SlotChunk> prefill;
+  for (int64_t i = 0; i < kSeqs; ++i) prompts.push_back(Ids(40 + 5 * i, 30 + i, vocab));
+  for (int64_t i = 0; i < kSeqs; ++i) {
+    prefill.push_back({i, prompts[i], {}, nullptr, SolvePhase::kPrefill});
+  }
+  std::vector<int32_t> next;
+  ASSERT_TRUE((*gpu)->ForwardGreedy(prefill, &next).ok());
+  std::mt19937_64 rng(7);
+  int compared = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<SlotChunk> chunks, copies;
+    std::vector<TokenPick> picks;
+    for (int64_t i = 0; i < kSeqs; ++i) {
+      ASSERT_TRUE((*gpu)->CopySlot(i, kSeqs + i).ok());
+      chunks.push_back({i, {&next[i], 1}, {1e-4f, 30}, nullptr, SolvePhase::kDecode});
+      copies.push_back({kSeqs + i, {&next[i], 1}, {1e-4f, 30}, nullptr, SolvePhase::kDecode});
+      const double uniform = static_cast<double>(rng() >> 11) * 0x1p-53;
+      picks.push_back({&samplers[i], uniform, prompts[i], generated[i], step % 2 == 0, 5});
+    }
+    std::vector<float> logits;
+    ASSERT_TRUE((*gpu)->Forward(copies, LogitsFor::kLastToken, &logits).ok());
+    std::vector<PickedToken> picked;
+    ASSERT_TRUE((*gpu)->ForwardSample(chunks, picks, &picked).ok());
+    ASSERT_EQ(picked.size(), static_cast<size_t>(kSeqs));
+    for (int64_t i = 0; i < kSeqs; ++i) {
+      const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
+      const int32_t expected =
+          samplers[i].SampleWithUniform(row, prompts[i], generated[i], picks[i].uniform);
+      EXPECT_EQ(picked[i].token, expected) << "step " << step << " sequence " << i;
+      if (picks[i].logprobs) {
+        EXPECT_NEAR(picked[i].logprob, TokenLogprob(row, picked[i].token), 1e-4);
+        std::vector<std::pair<int32_t, float>> top;
+        TopLogprobs(row, 5, &top);
+        ASSERT_EQ(picked[i].top.size(), top.size());
+        for (size_t n = 0; n < top.size(); ++n) {
+          EXPECT_EQ(picked[i].top[n].first, top[n].first);
+          EXPECT_NEAR(picked[i].top[n].second, top[n].second, 1e-4);
+        }
+      } else {
+        EXPECT_TRUE(picked[i].top.empty());
+      }
+      next[i] = picked[i].token;
+      generated[i].push_back(picked[i].token);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 8 * kSeqs);
+
+  // A pick with a bad history token or too many logprobs is refused before anything runs.
+  const std::vector<int32_t> bad_history = {vocab};
+  const SlotChunk one{0, {&next[0], 1}, {}, nullptr, SolvePhase::kDecode};
+  std::vector<PickedToken> picked;
+  const TokenPick bad_pick{&samplers[1], 0.5, prompts[1], bad_history, false, 0};
+  EXPECT_EQ((*gpu)->ForwardSample({&one, 1}, {&bad_pick, 1}, &picked).code(),
+            absl::StatusCode::kInvalidArgument);
+  const TokenPick too_many{&samplers[0], 0.5, prompts[0], {}, true, 21};
+  EXPECT_EQ((*gpu)->ForwardSample({&one, 1}, {&too_many, 1}, &picked).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CudaMechanicsTest, RejectsBadSteps) {

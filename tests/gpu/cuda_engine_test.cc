@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "base/half.h"
 #include "engine/engine.h"
@@ -20,8 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::CollectingSink;
 
-TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
-  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+MesaNetConfig SmallConfig() {
   MesaNetConfig config;
   config.hidden_size = 256;
   config.num_heads = 4;
@@ -30,6 +30,11 @@ TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
   config.intermediate_size = 512;
   config.vocab_size = 300;
   config.eos_token_id = -1;
+  return config;
+}
+
+// Random weights with the matrices rounded to bf16, so the CPU runs what the GPU holds.
+MesaNetWeights Bf16RoundedWeights(const MesaNetConfig& config) {
   MesaNetWeights weights = RandomMesaNetWeights(config, 11);
   for (float& x : weights.embeddings) x = Bf16ToFloat(FloatToBf16(x));
   for (float& x : weights.lm_head) x = Bf16ToFloat(FloatToBf16(x));
@@ -38,6 +43,13 @@ TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
       for (float& x : *m) x = Bf16ToFloat(FloatToBf16(x));
     }
   }
+  return weights;
+}
+
+TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  const MesaNetConfig config = SmallConfig();
+  const MesaNetWeights weights = Bf16RoundedWeights(config);
   const MesaNetModel cpu_model(config, weights);
   auto gpu = CudaBackend::Create(config, weights, {.num_slots = 4});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -75,6 +87,61 @@ TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
   }
   // bf16 activations on the GPU may flip a near-tie; a wrong model would disagree everywhere.
   EXPECT_GE(first_tokens_agree, 5);
+  EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
+}
+
+// Sampled requests are sampled on the GPU: a seed fixes the tokens (two requests with the same
+// seed, in the same steps, get the same ones), logprobs come back for every token, and a greedy
+// request in the same steps is unaffected by its neighbours' sampling.
+TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  const MesaNetConfig config = SmallConfig();
+  const MesaNetWeights weights = Bf16RoundedWeights(config);
+  auto gpu = CudaBackend::Create(config, weights, {.num_slots = 4});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto engine = Engine::Create(gpu->get(), {.max_slots = 4}, nullptr);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto run = [&](const std::vector<EngineRequest>& requests) {
+    std::vector<std::shared_ptr<CollectingSink>> sinks;
+    for (const EngineRequest& r : requests) {
+      sinks.push_back(std::make_shared<CollectingSink>());
+      EXPECT_TRUE((*engine)->Submit(r, sinks.back()).ok());
+    }
+    for (auto& sink : sinks) EXPECT_TRUE(sink->Wait().status.ok());
+    return sinks;
+  };
+  EngineRequest sampled;
+  for (int t = 0; t < 40; ++t) sampled.prompt.push_back((t * 11 + 3) % 300);
+  sampled.sampling.max_tokens = 12;
+  sampled.sampling.temperature = 1.3f;
+  sampled.sampling.top_p = 0.95f;
+  sampled.sampling.repetition_penalty = 1.2f;
+  sampled.sampling.seed = 1234;
+  sampled.logprobs = true;
+  sampled.top_logprobs = 3;
+  EngineRequest greedy;
+  greedy.prompt = sampled.prompt;
+  greedy.sampling.max_tokens = 12;
+  greedy.sampling.temperature = 0.0f;
+
+  const auto alone = run({greedy});
+  const auto together = run({sampled, sampled, greedy});
+  EXPECT_EQ(together[0]->tokens(), together[1]->tokens());
+  EXPECT_EQ(together[2]->tokens(), alone[0]->tokens());
+  const std::vector<int32_t> tokens = together[0]->tokens();
+  const std::vector<LogprobEntry> logprobs = together[0]->logprobs();
+  ASSERT_EQ(tokens.size(), 12u);
+  ASSERT_EQ(logprobs.size(), tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    EXPECT_EQ(logprobs[i].token, tokens[i]);
+    EXPECT_LE(logprobs[i].logprob, 0.0f);
+    ASSERT_EQ(logprobs[i].top.size(), 3u);
+    EXPECT_GE(logprobs[i].top[0].second, logprobs[i].top[1].second);
+    EXPECT_GE(logprobs[i].top[1].second, logprobs[i].top[2].second);
+    EXPECT_LE(logprobs[i].logprob, logprobs[i].top[0].second + 1e-6f);
+  }
+  std::set<int32_t> distinct(tokens.begin(), tokens.end());
+  EXPECT_GT(distinct.size(), 3u) << "temperature 1.3 over 300 tokens should not repeat itself";
   EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
 }
 

@@ -4,7 +4,10 @@
 //
 //   cuda_bench --config tools/bench/configs/mesanet-140m.json [--prompt 512] [--decode-steps 64]
 //              [--batches 1,16,64,256] [--tolerances 0,1e-3,1e-4] [--max-iterations 30]
-//              [--prefill-batch 8] [--prefill-len 2048] [--no-graphs]
+//              [--prefill-batch 8] [--prefill-len 2048] [--no-graphs] [--sample]
+//
+// Decode picks tokens greedily on the GPU; --sample picks them by sampling on the GPU instead
+// (temperature 1, top-k 50, top-p 0.95, repetition penalty 1.1: a typical chat request).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "engine/sampler.h"
 #include "models/checkpoint.h"
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/device_memory.h"
@@ -48,7 +52,18 @@ struct Setup {
   int64_t prompt, decode_steps;
   int32_t max_iterations;
   double copy_ceiling;  // bytes/s, read + written
+  bool sample;          // decode by sampling on the device, not greedily
 };
+
+SamplingParams ChatSampling() {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 50;
+  p.top_p = 0.95f;
+  p.repetition_penalty = 1.1f;
+  p.seed = 7;
+  return p;
+}
 
 // Prefills `batch` sequences (tolerance 0), then runs greedy decode steps at `tol`.
 absl::Status BenchDecode(const Setup& s, int64_t batch, double tol,
@@ -88,6 +103,17 @@ absl::Status BenchDecode(const Setup& s, int64_t batch, double tol,
   }
 
   std::vector<int32_t> tokens = next;
+  std::vector<Sampler> samplers;
+  std::vector<std::vector<int32_t>> generated(batch);
+  if (s.sample) {
+    for (int64_t i = 0; i < batch; ++i) {
+      ASSIGN_OR_RETURN(Sampler sampler,
+                       Sampler::Create(ChatSampling(), static_cast<int32_t>(config.vocab_size)));
+      samplers.push_back(std::move(sampler));
+    }
+  }
+  std::vector<TokenPick> picks(batch);
+  std::vector<PickedToken> picked;
   auto step = [&]() -> absl::Status {
     for (int64_t i = 0; i < batch; ++i) {
       chunks[i] = {i,
@@ -95,9 +121,20 @@ absl::Status BenchDecode(const Setup& s, int64_t batch, double tol,
                    {static_cast<float>(tol), s.max_iterations},
                    &stats[i],
                    SolvePhase::kDecode};
+      if (s.sample) {
+        picks[i] = {&samplers[i], samplers[i].NextDrawUniform(), prompts[i], generated[i]};
+      }
     }
-    RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
-    tokens = next;
+    if (s.sample) {
+      RETURN_IF_ERROR(b.ForwardSample(chunks, picks, &picked));
+      for (int64_t i = 0; i < batch; ++i) {
+        tokens[i] = picked[i].token;
+        generated[i].push_back(tokens[i]);
+      }
+    } else {
+      RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+      tokens = next;
+    }
     return absl::OkStatus();
   };
   for (int w = 0; w < 3; ++w) RETURN_IF_ERROR(step());  // capture the graph, warm up
@@ -117,12 +154,12 @@ absl::Status BenchDecode(const Setup& s, int64_t batch, double tol,
   for (const auto& st : stats) all.Merge(st);
   const double bytes = double(b.weight_bytes()) + 2.0 * batch * double(b.state_bytes_per_slot());
   std::printf(
-      "decode batch %-4lld tol %-6.0e step_median_ms %8.3f step_mean_ms %8.3f tok/s %10.0f "
+      "decode%s batch %-4lld tol %-6.0e step_median_ms %8.3f step_mean_ms %8.3f tok/s %10.0f "
       "bytes/step %8.1f MB  achieved %6.2f TB/s  of_ceiling %5.1f%%  byte_limit_ms %7.3f  "
       "mean_iters %5.2f  capped %5.1f%%  logit_rel_rms_vs_tol0 %.2e\n",
-      static_cast<long long>(batch), tol, 1e3 * median, 1e3 * mean, batch / median, bytes / 1e6,
-      bytes / median / 1e12, 100.0 * bytes / median / s.copy_ceiling, 1e3 * bytes / s.copy_ceiling,
-      all.MeanIterations(), 100.0 * all.CappedFraction(), logit_diff);
+      s.sample ? "(sampled)" : "", static_cast<long long>(batch), tol, 1e3 * median, 1e3 * mean,
+      batch / median, bytes / 1e6, bytes / median / 1e12, 100.0 * bytes / median / s.copy_ceiling,
+      1e3 * bytes / s.copy_ceiling, all.MeanIterations(), 100.0 * all.CappedFraction(), logit_diff);
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -164,8 +201,8 @@ absl::Status Bench(int argc, char** argv) {
       const CliArgs args,
       CliArgs::Parse(argc, argv,
                      {"config", "prompt", "decode-steps", "batches", "tolerances", "max-iterations",
-                      "prefill-batch", "prefill-len", "prefill-tolerances", "no-graphs"},
-                     {"no-graphs"}));
+                      "prefill-batch", "prefill-len", "prefill-tolerances", "no-graphs", "sample"},
+                     {"no-graphs", "sample"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
   ASSIGN_OR_RETURN(const MesaNetConfig config, ParseMesaNetConfig(json));
@@ -208,8 +245,9 @@ absl::Status Bench(int argc, char** argv) {
       SecondsSince(load_start));
   std::printf("device copy ceiling (read + write, 2 GiB cudaMemcpy D2D): %.3f TB/s\n",
               ceiling / 1e12);
-  const Setup setup{backend.get(), prompt, decode_steps, static_cast<int32_t>(max_iterations),
-                    ceiling};
+  const Setup setup{backend.get(), prompt,
+                    decode_steps,  static_cast<int32_t>(max_iterations),
+                    ceiling,       args.Has("sample")};
   for (double batch : batches) {
     std::vector<float> reference;
     for (double tol : tolerances) {

@@ -6,7 +6,8 @@
 #   cmake --build build --target cuda_backend_test cuda_bench && tools/gpu/make_device_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test build/tools/bench/cuda_bench)
+binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test
+  build/tests/gpu/token_sampling_test build/tools/bench/cuda_bench)
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
 cp "${binaries[@]}" "$stage/bin/"
