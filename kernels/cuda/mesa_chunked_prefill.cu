@@ -216,7 +216,11 @@ struct SolveLayout {
   static constexpr int kS = kY + kL * kLd;   // [L, kLdS]
   static constexpr int kG = kS + kL * kLdS;  // cumulative log decay [L]
   static constexpr int kBeta = kG + kL;      // [L]
-  static constexpr int kTotal = kBeta + kL;
+  // The intra-chunk weights beta_s exp(G_t - G_s) for s <= t, else 0: [L, kLdS]; and the
+  // chunk-start decays exp(G_t): [L]. Fixed for the whole solve, so computed once.
+  static constexpr int kW = kBeta + kL;
+  static constexpr int kDecay = kW + kL * kLdS;
+  static constexpr int kTotal = kDecay + kL;
 };
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
@@ -297,19 +301,29 @@ __device__ void AccumulateIntraChunk(const float* w, const float* v, float* y) {
   MultiplyChunkRows<D / 16, wmma::row_major>(w, Lo::kLdS, v, Lo::kLd, kL, y, Lo::kLd, true);
 }
 
-// In place: S[t][s] <- S[t][s] * beta_s * exp(G_t - G_s) for s <= t, else 0. And Y's rows are
-// scaled by exp(G_t) (the decay of the chunk-start state up to token t).
+// W[t][s] = beta_s * exp(G_t - G_s) for s <= t, else 0, and decay[t] = exp(G_t).
 template <int D>
-__device__ void DecayWeights(const float* g, const float* beta, float* s, float* y) {
+__device__ void ComputeDecayWeights(const float* g, const float* beta, float* w, float* decay) {
   using Lo = SolveLayout<D>;
   for (int i = threadIdx.x; i < kL * kL; i += kThreads) {
     const int t = i / kL, u = i % kL;
-    float& e = s[t * Lo::kLdS + u];
-    e = u <= t ? e * beta[u] * __expf(g[t] - g[u]) : 0.0f;
+    w[t * Lo::kLdS + u] = u <= t ? beta[u] * __expf(g[t] - g[u]) : 0.0f;
+  }
+  for (int t = threadIdx.x; t < kL; t += kThreads) decay[t] = __expf(g[t]);
+}
+
+// In place: S[t][s] <- S[t][s] * W[t][s], and Y's rows are scaled by decay[t] (the decay of
+// the chunk-start state up to token t).
+template <int D>
+__device__ void DecayWeights(const float* w, const float* decay, float* s, float* y) {
+  using Lo = SolveLayout<D>;
+  for (int i = threadIdx.x; i < kL * kL; i += kThreads) {
+    const int at = (i / kL) * Lo::kLdS + i % kL;
+    s[at] *= w[at];
   }
   for (int i = threadIdx.x; i < kL * D; i += kThreads) {
     const int t = i / D;
-    y[t * Lo::kLd + i % D] *= __expf(g[t]);
+    y[t * Lo::kLd + i % D] *= decay[t];
   }
 }
 
@@ -354,6 +368,8 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   float* s_s = smem + Lo::kS;
   float* g_s = smem + Lo::kG;
   float* beta_s = smem + Lo::kBeta;
+  float* w_s = smem + Lo::kW;
+  float* decay_s = smem + Lo::kDecay;
 
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
   const int j = a.table.chunk_sequence[chunk];
@@ -387,6 +403,8 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     beta_s[i0] = i0 < n ? a.beta[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
     beta_s[i0 + 1] = i0 + 1 < n ? a.beta[(first + i0 + 1) * static_cast<int64_t>(H) + head] : 0.0f;
   }
+  __syncthreads();
+  ComputeDecayWeights<D>(g_s, beta_s, w_s, decay_s);  // published by the solve's first barrier
 
   // CG from x0 = 0 for every token of the chunk; token t's vectors live in the 4 threads of row t.
   float x[kCols], r[kCols], p[kCols], lambda[kCols];
@@ -413,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     ProductWithState<D>(p_s, mat, y_s);
     ProductWithKeys<D>(p_s, keys, s_s);
     __syncthreads();
-    DecayWeights<D>(g_s, beta_s, s_s, y_s);
+    DecayWeights<D>(w_s, decay_s, s_s, y_s);
     __syncthreads();
     AccumulateIntraChunk<D>(s_s, keys, y_s);
     __syncthreads();
@@ -477,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   __syncthreads();
   ProductWithState<D>(p_s, mat, y_s);
   __syncthreads();
-  DecayWeights<D>(g_s, beta_s, s_s, y_s);
+  DecayWeights<D>(w_s, decay_s, s_s, y_s);
   __syncthreads();
   AccumulateIntraChunk<D>(s_s, keys, y_s);
   __syncthreads();

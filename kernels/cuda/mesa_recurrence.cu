@@ -43,6 +43,7 @@ struct Layout {
   static constexpr int kTail = kReduce + 2 * kWarps;  // conv tails, [kMaxConvSize-1][kThreads]
   static constexpr int kTotal = kTail + (kMaxConvSize - 1) * kThreads;
   static_assert(kParts * kRows == D && kCols4 * kParts == kThreads, "bad tiling");
+  static_assert(kRows % 4 == 0, "the solve reads a thread's rows of vectors as float4");
 };
 
 // Block-wide sum; every thread gets the result. Alternating regions make one barrier enough.
@@ -271,14 +272,22 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
         for (; iteration < max_iterations; ++iteration) {
           const float* p_prev = p_s + previous * D;
           float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+          // This thread's rows of r and p_{k-1}, four at a time (kRows is a multiple of 4).
+          const float4* r_rows = reinterpret_cast<const float4*>(r_s + part * L::kRows);
+          const float4* p_rows = reinterpret_cast<const float4*>(p_prev + part * L::kRows);
 #pragma unroll
-          for (int r = 0; r < L::kRows; ++r) {
-            const int row = part * L::kRows + r;
-            const float p_row = __fmaf_rn(beta_cg, p_prev[row], r_s[row]);
-            acc.x += h[r].x * p_row;
-            acc.y += h[r].y * p_row;
-            acc.z += h[r].z * p_row;
-            acc.w += h[r].w * p_row;
+          for (int r4 = 0; r4 < L::kRows / 4; ++r4) {
+            const float4 rr = r_rows[r4], pp = p_rows[r4];
+            const float p_row[4] = {__fmaf_rn(beta_cg, pp.x, rr.x), __fmaf_rn(beta_cg, pp.y, rr.y),
+                                    __fmaf_rn(beta_cg, pp.z, rr.z), __fmaf_rn(beta_cg, pp.w, rr.w)};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const float4 hr = h[4 * r4 + j];
+              acc.x += hr.x * p_row[j];
+              acc.y += hr.y * p_row[j];
+              acc.z += hr.z * p_row[j];
+              acc.w += hr.w * p_row[j];
+            }
           }
           const float4 rc = reinterpret_cast<const float4*>(r_s)[c4];
           const float4 pc = reinterpret_cast<const float4*>(p_prev)[c4];

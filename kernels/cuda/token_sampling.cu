@@ -1,17 +1,20 @@
 // GPU version of ridge::Sampler::SampleWithUniform plus TopLogprobs/TokenLogprob (see
-// engine/sampler.cc, whose rules this follows step for step). One block per row; the row stays
-// in global memory (L2) and every stage re-reads it, so any vocabulary size works.
+// engine/sampler.cc, whose rules this follows step for step). One block per row. A row of up to
+// kMaxCachedSamplingVocab logits is first copied into shared memory and every stage re-reads that
+// copy; a longer row stays in global memory (L2) and is re-read there, so any vocabulary size
+// works.
 //
 // Stages, each a few coalesced passes over the row:
 //  1. log-softmax normaliser (max, +inf count, log-sum-exp summed in double) of the raw
 //     logits, and the top_logprobs best raw tokens (radix selection of the n-th rank key, then
 //     a gather);
-//  2. penalties, written in place;
+//  2. penalties, written in place (in the shared copy when there is one);
 //  3. greedy: the smallest rank key; otherwise weights exp((logit - max) / T), recomputed per
 //     pass, top-k (radix selection by count), top-p (radix selection by mass), and the draw
 //     (a block-wide walk in id order);
-//  4. the raw log-probability of the chosen token (if it had a penalty, its raw logit is
-//     recovered from the penalised one, to a few ulps: the row no longer holds it).
+//  4. the raw log-probability of the chosen token (read from the global row when the row was
+//     cached; otherwise, if it had a penalty, its raw logit is recovered from the penalised
+//     one, to a few ulps: the row no longer holds it).
 //
 // Rank keys are the CPU's: high 32 bits order the logits from best to worst, low 32 bits are
 // the id. The radix selections work on the high 32 bits, 8 bits per level, with histograms in
@@ -57,6 +60,9 @@ struct Scratch {
   // Top list gather.
   uint64_t top_keys[kMaxSampledTopLogprobs];
   int top_count;
+  // The top-k tokens when k <= kThreads (ChooseAmongTopK): rank keys, later (id, weight) pairs.
+  uint64_t candidates[kThreads];
+  int candidate_count;
   float chosen_raw_logit;
 };
 
@@ -509,6 +515,101 @@ __device__ __forceinline__ bool PenaltyApplies(const SamplingRowParams& p,
 }
 
 // ---------------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// Top-k with k <= kThreads: the kept tokens fit one per thread, so top-p, min-p and the draw run
+// on them in shared memory instead of passing over the whole row again.
+
+// Sorts s.candidates[0, n) ascending (n a power of two <= kThreads): a bitonic network.
+__device__ void SortCandidates(int n, Scratch& s) {
+  const int i = threadIdx.x;
+  for (int size = 2; size <= n; size <<= 1) {
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      __syncthreads();
+      const int j = i ^ stride;
+      if (i < n && j > i) {
+        const bool ascending = (i & size) == 0;
+        const uint64_t a = s.candidates[i], b = s.candidates[j];
+        if ((a > b) == ascending) {
+          s.candidates[i] = b;
+          s.candidates[j] = a;
+        }
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Every thread's inclusive prefix sum of `value` in thread order; *total gets the block's sum.
+__device__ double BlockInclusiveSum(double value, double* total, Scratch& s) {
+  const double inclusive = WarpInclusiveSum(value);
+  if (LaneId() == kWarpSize - 1) s.warp_double[WarpId()] = inclusive;
+  __syncthreads();
+  double before = 0.0, sum = 0.0;
+  for (int w = 0; w < kWarps; ++w) {
+    if (w == WarpId()) before = sum;
+    sum += s.warp_double[w];
+  }
+  __syncthreads();
+  *total = sum;
+  return before + inclusive;
+}
+
+// sampler.cc's top-p over the top-k set, min-p and Draw, for the k tokens with key <=
+// max_kept_key. Thread i holds the i-th candidate, first in rank order (for top-p), then in id
+// order (for the draw); sums differ from the CPU's only in their order.
+template <typename LogitFn, typename WeightFn>
+__device__ int32_t ChooseAmongTopK(int vocab, uint64_t max_kept_key, const SamplingRowParams& p,
+                                   LogitFn logit_of, WeightFn weight_of, Scratch& s) {
+  if (threadIdx.x == 0) s.candidate_count = 0;
+  __syncthreads();
+  for (int64_t id = threadIdx.x; id < vocab; id += kThreads) {
+    const uint64_t key = RankKey(logit_of(id), id);
+    if (key <= max_kept_key) {
+      const int slot = atomicAdd(&s.candidate_count, 1);
+      if (slot < kThreads) s.candidates[slot] = key;  // k slots are taken: the keys are distinct
+    }
+  }
+  __syncthreads();
+  const int count = min(s.candidate_count, kThreads);
+  int n = 1;
+  while (n < count) n <<= 1;
+  for (int i = count + threadIdx.x; i < n; i += kThreads) s.candidates[i] = ~uint64_t{0};
+  SortCandidates(n, s);
+
+  const int i = threadIdx.x;
+  const bool holds = i < count;
+  const uint64_t key = holds ? s.candidates[i] : ~uint64_t{0};
+  const float weight = holds ? weight_of(LogitOfRankHigh(static_cast<uint32_t>(key >> 32))) : 0.0f;
+  bool kept = holds;
+  if (p.top_p < 1.0f) {  // the shortest prefix in rank order reaching top_p of the mass
+    double total;
+    const double inclusive = BlockInclusiveSum(weight, &total, s);
+    kept = holds && inclusive - weight < static_cast<double>(p.top_p) * total;
+  }
+  const float drawn = kept && !(weight < p.min_p) ? weight : 0.0f;
+  __syncthreads();  // every thread has read its candidate
+  if (i < n) {      // re-sort in id order; the weight rides in the low bits
+    s.candidates[i] =
+        holds ? (static_cast<uint64_t>(TokenOfRankKey(key)) << 32) | __float_as_uint(drawn)
+              : ~uint64_t{0};
+  }
+  SortCandidates(n, s);
+  const uint64_t entry = holds ? s.candidates[i] : 0;
+  const float w = holds ? __uint_as_float(static_cast<uint32_t>(entry)) : 0.0f;
+  const int32_t id = static_cast<int32_t>(entry >> 32);
+  double total;
+  const double inclusive = BlockInclusiveSum(w, &total, s);
+  const double threshold = p.uniform * total;
+  // The first id whose cumulative weight exceeds the threshold; rounding can leave the
+  // threshold at the total, and the last id with weight is then the pick.
+  int64_t first = holds && w > 0.0f && inclusive > threshold ? id : kNoId;
+  first = BlockReduce(first, MinOp(), s.warp_int);
+  if (first != kNoId) return static_cast<int32_t>(first);
+  const int64_t last =
+      BlockReduce(holds && w > 0.0f ? int64_t{id} : int64_t{-1}, MaxOp(), s.warp_int);
+  return last < 0 ? 0 : static_cast<int32_t>(last);
+}
+
 // Token choice on the penalised logits.
 
 template <typename LogitFn>
@@ -535,6 +636,9 @@ __device__ int32_t ChooseToken(int vocab, const SamplingRowParams& p, LogitFn lo
   const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
   const bool top_p_on = p.top_p < 1.0f;
   if (top_k_on) max_kept_key = KthSmallestKey(vocab, p.top_k, logit_of, s);
+  if (top_k_on && p.top_k <= kThreads) {
+    return ChooseAmongTopK(vocab, max_kept_key, p, logit_of, weight_of, s);
+  }
   if (top_p_on) max_kept_key = TopPMaxKey(vocab, max_kept_key, p.top_p, logit_of, weight_of, s);
   const bool cut_by_rank = top_k_on || top_p_on;
 
@@ -558,10 +662,21 @@ __device__ int32_t ChooseToken(int vocab, const SamplingRowParams& p, LogitFn lo
   return token < 0 ? 0 : static_cast<int32_t>(token);
 }
 
-__global__ void __launch_bounds__(kThreads) TokenSamplingKernel(TokenSamplingArgs args) {
+// Rows of up to kMaxCachedSamplingVocab logits are copied into shared memory first, so the
+// dozen or more passes over the row read shared memory instead of L2 (and the global row stays
+// raw). Larger vocabularies work on the global row in place.
+__global__ void __launch_bounds__(kThreads)
+    TokenSamplingKernel(TokenSamplingArgs args, bool cache_row) {
   __shared__ Scratch s;
+  extern __shared__ float cached_row[];
   const int64_t row_index = blockIdx.x;
-  float* const row = args.logits + row_index * args.row_stride;
+  float* const global_row = args.logits + row_index * args.row_stride;
+  float* row = global_row;
+  if (cache_row) {
+    for (int i = threadIdx.x; i < args.vocab_size; i += kThreads) cached_row[i] = global_row[i];
+    __syncthreads();
+    row = cached_row;
+  }
   const SamplingRowParams& p = args.params[row_index];
   SampledToken& out = args.out[row_index];
   const int vocab = args.vocab_size;
@@ -569,7 +684,10 @@ __global__ void __launch_bounds__(kThreads) TokenSamplingKernel(TokenSamplingArg
   auto logit_of = [row](int64_t id) { return CleanLogit(row[id]); };
 
   // 1. Log-probabilities of the raw logits.
-  const Normalizer norm = ComputeNormalizer(vocab, logit_of, s);
+  // (Skipped when not asked for: two passes over the row and the top list's selection.)
+  const bool want_logprobs = p.logprobs != 0 || p.top_logprobs > 0;
+  Normalizer norm{-kInf, 0.0, 0};
+  if (want_logprobs) norm = ComputeNormalizer(vocab, logit_of, s);
   const int num_top = min(max(p.top_logprobs, 0), min(kMaxSampledTopLogprobs, vocab));
   WriteTopLogprobs(vocab, num_top, logit_of, norm, out, s);
 
@@ -587,19 +705,22 @@ __global__ void __launch_bounds__(kThreads) TokenSamplingKernel(TokenSamplingArg
   // 3. The token.
   const int32_t token = ChooseToken(vocab, p, logit_of, s);
 
-  // 4. Its raw log-probability: the row holds the penalised value if it had a penalty.
-  if (threadIdx.x == 0) s.chosen_raw_logit = logit_of(token);
+  // 4. Its raw log-probability: the global row is still raw when the row was cached; else it
+  // holds the penalised value if the token had a penalty.
+  if (threadIdx.x == 0) s.chosen_raw_logit = CleanLogit(global_row[token]);
   __syncthreads();
-  for (int e = threadIdx.x; e < p.penalty_count; e += kThreads) {
-    const PenaltyEntry entry = entries[e];
-    if (entry.token == token && PenaltyApplies(p, entry, vocab)) {
-      s.chosen_raw_logit = Unpenalise(logit_of(token), p, entry.generated_count);
+  if (!cache_row) {
+    for (int e = threadIdx.x; e < p.penalty_count; e += kThreads) {
+      const PenaltyEntry entry = entries[e];
+      if (entry.token == token && PenaltyApplies(p, entry, vocab)) {
+        s.chosen_raw_logit = Unpenalise(CleanLogit(global_row[token]), p, entry.generated_count);
+      }
     }
+    __syncthreads();
   }
-  __syncthreads();
   if (threadIdx.x == 0) {
     out.token = token;
-    out.logprob = LogProb(s.chosen_raw_logit, norm);
+    out.logprob = want_logprobs ? LogProb(s.chosen_raw_logit, norm) : 0.0f;
   }
 }
 
@@ -610,7 +731,13 @@ cudaError_t LaunchTokenSampling(const TokenSamplingArgs& args, cudaStream_t stre
   if (args.num_rows < 0 || args.vocab_size <= 0 || args.row_stride < args.vocab_size) {
     return cudaErrorInvalidValue;
   }
-  TokenSamplingKernel<<<args.num_rows, kThreads, 0, stream>>>(args);
+  const bool cache_row = args.vocab_size <= kMaxCachedSamplingVocab;
+  const size_t cache_bytes = cache_row ? args.vocab_size * sizeof(float) : 0;
+  static const cudaError_t attribute =
+      cudaFuncSetAttribute(TokenSamplingKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           kMaxCachedSamplingVocab * sizeof(float));
+  if (attribute != cudaSuccess) return attribute;
+  TokenSamplingKernel<<<args.num_rows, kThreads, cache_bytes, stream>>>(args, cache_row);
   return cudaGetLastError();
 }
 

@@ -22,6 +22,10 @@ namespace ridge::cuda {
 
 inline constexpr int kMaxSampledTopLogprobs = 20;
 
+// Rows of up to this many logits are sampled from a copy in shared memory and left untouched;
+// longer rows are read from global memory and get the penalties written in place.
+inline constexpr int kMaxCachedSamplingVocab = 53 * 1024;
+
 // One distinct token of a row's history: the repetition penalty applies to every entry (the
 // token occurs in the prompt or among the generated tokens); frequency and presence apply
 // when generated_count > 0.
@@ -37,7 +41,8 @@ struct SamplingRowParams {
   float min_p;        // 0 = off
   float repetition_penalty, presence_penalty, frequency_penalty;
   int32_t penalty_begin, penalty_count;  // entries of TokenSamplingArgs::penalties
-  int32_t top_logprobs;                  // 0..kMaxSampledTopLogprobs
+  int32_t logprobs;                      // 1: return the chosen token's log-probability
+  int32_t top_logprobs;                  // 0..kMaxSampledTopLogprobs alternatives (implies 1)
   double uniform;                        // in [0, 1); used when temperature > 0
 };
 
@@ -49,7 +54,7 @@ struct SampledToken {
 };
 
 struct TokenSamplingArgs {
-  float* logits;       // [num_rows, row_stride]; rewritten in place (penalties applied)
+  float* logits;       // [num_rows, row_stride]; may be rewritten in place (penalties applied)
   int64_t row_stride;  // floats between rows, >= vocab_size
   int32_t vocab_size;
   int32_t num_rows;

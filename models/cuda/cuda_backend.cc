@@ -579,6 +579,7 @@ absl::Status CudaBackend::Impl::PrepareSampling(std::span<const TokenPick> picks
     row.repetition_penalty = p.repetition_penalty;
     row.presence_penalty = p.presence_penalty;
     row.frequency_penalty = p.frequency_penalty;
+    row.logprobs = pick.logprobs ? 1 : 0;
     row.top_logprobs = pick.logprobs ? pick.top_logprobs : 0;
     row.uniform = pick.uniform;
     row.penalty_begin = static_cast<int32_t>(entries.size());
