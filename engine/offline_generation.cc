@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/sampler.h"
+#include "models/cpu_backend.h"
 
 namespace ridge {
 namespace {
@@ -17,7 +18,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 struct ActiveSequence {
   const GenerationRequest* request;
   GenerationResult* result;
-  MesaState state;
+  int64_t slot;
   Sampler sampler;
   int32_t next_token = 0;
   bool done = false;
@@ -49,7 +50,19 @@ bool Accept(ActiveSequence& seq, int32_t token, int64_t eos_token_id) {
 absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     const MesaNetModel& model, std::span<const GenerationRequest> requests,
     GenerationTimings* timings) {
-  const MesaNetConfig& config = model.config();
+  CpuBackend backend(&model, std::max<int64_t>(1, static_cast<int64_t>(requests.size())));
+  return GenerateOffline(backend, requests, timings);
+}
+
+absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
+    ModelBackend& backend, std::span<const GenerationRequest> requests,
+    GenerationTimings* timings) {
+  const MesaNetConfig& config = backend.config();
+  if (static_cast<int64_t>(requests.size()) > backend.num_slots()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(requests.size(), " requests need as many slots; the ",
+                     std::string(backend.name()), " backend has ", backend.num_slots()));
+  }
   const int32_t vocab = static_cast<int32_t>(config.vocab_size);
   std::vector<GenerationResult> results(requests.size());
   std::vector<ActiveSequence> sequences;
@@ -71,13 +84,14 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
       return absl::InvalidArgumentError(
           absl::StrCat("request ", i, ": ", sampler.status().message()));
     }
-    sequences.push_back({&request, &results[i], model.NewState(), std::move(*sampler)});
+    sequences.push_back({&request, &results[i], static_cast<int64_t>(i), std::move(*sampler)});
   }
+  for (const ActiveSequence& seq : sequences) RETURN_IF_ERROR(backend.ResetSlot(seq.slot));
   GenerationTimings local;
   GenerationTimings& t = timings != nullptr ? *timings : local;
   t = GenerationTimings{};
 
-  std::vector<SequenceChunk> chunks;
+  std::vector<SlotChunk> chunks;
   std::vector<float> logits;
   auto sample_all = [&](std::span<ActiveSequence*> batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -94,11 +108,11 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
   std::vector<ActiveSequence*> batch;
   for (ActiveSequence& seq : sequences) {
     chunks.push_back(
-        {&seq.state, seq.request->prompt, seq.request->solver, &seq.result->prefill_solver});
+        {seq.slot, seq.request->prompt, seq.request->solver, &seq.result->prefill_solver});
     batch.push_back(&seq);
     t.prompt_tokens += static_cast<int64_t>(seq.request->prompt.size());
   }
-  RETURN_IF_ERROR(model.Forward(chunks, LogitsFor::kLastToken, &logits));
+  RETURN_IF_ERROR(backend.Forward(chunks, LogitsFor::kLastToken, &logits));
   sample_all(batch);
   t.prefill_seconds = SecondsSince(start);
 
@@ -109,14 +123,14 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     for (ActiveSequence& seq : sequences) {
       if (seq.done) continue;
       batch.push_back(&seq);
-      chunks.push_back({&seq.state,
+      chunks.push_back({seq.slot,
                         {&seq.next_token, 1},
                         seq.request->solver,
                         &seq.result->decode_solver,
                         SolvePhase::kDecode});
     }
     if (batch.empty()) break;
-    RETURN_IF_ERROR(model.Forward(chunks, LogitsFor::kLastToken, &logits));
+    RETURN_IF_ERROR(backend.Forward(chunks, LogitsFor::kLastToken, &logits));
     ++t.decode_steps;
     sample_all(batch);
   }

@@ -13,6 +13,7 @@
 #include "engine/sampling_params.h"
 #include "kernels/solver_types.h"
 #include "models/mesanet_model.h"
+#include "models/model_backend.h"
 
 namespace ridge {
 
@@ -36,7 +37,13 @@ struct GenerationTimings {
   int64_t generated_tokens = 0;
 };
 
-// Validates every request before running any. timings may be null.
+// Validates every request before running any. Runs on `backend`, in its slots [0, n) for n
+// requests (it needs that many; their contents are replaced), sampling on the host. timings
+// may be null.
+absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
+    ModelBackend& backend, std::span<const GenerationRequest> requests, GenerationTimings* timings);
+
+// The same on the CPU.
 absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     const MesaNetModel& model, std::span<const GenerationRequest> requests,
     GenerationTimings* timings);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "engine/offline_generation.h"
+#include "server/backend_selection.h"
 #include "server/command_support.h"
 #include "server/commands.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +35,8 @@ to stderr.
   --solver-tolerance T      CG stops when ||r|| <= T ||r0|| (0 = run every iteration)
   --solver-max-iterations M CG iteration cap (default: the config's max_cg_step_decoding)
   --threads N               CPU threads (default: all cores)
+  --device auto|cpu|cuda    where the model runs (default auto: the GPU when one can run it)
+  --cuda-device N           which GPU (default 0)
 )";
 
 absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {
@@ -76,6 +79,7 @@ absl::Status Generate(int argc, char** argv) {
   known.insert({"prompt", "tokenizer", "prompt-ids", "max-tokens", "temperature", "top-k", "top-p",
                 "min-p", "repetition-penalty", "presence-penalty", "frequency-penalty", "seed",
                 "stop-token-ids", "ignore-eos"});
+  known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"ignore-eos"}));
   GenerationRequest request;
   if (args.Has("prompt") == args.Has("prompt-ids")) {
@@ -93,8 +97,10 @@ absl::Status Generate(int argc, char** argv) {
   ASSIGN_OR_RETURN(request.sampling, SamplingFromFlags(args));
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->config()));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
+                   CreateBackendFromFlags(args, model.get(), /*num_slots=*/1));
   GenerationTimings timings;
-  ASSIGN_OR_RETURN(const auto results, GenerateOffline(*model, {&request, 1}, &timings));
+  ASSIGN_OR_RETURN(const auto results, GenerateOffline(*backend, {&request, 1}, &timings));
   const GenerationResult& result = results[0];
   if (tokenizer != nullptr) {
     ASSIGN_OR_RETURN(const std::string text,

@@ -205,7 +205,7 @@ absl::Status Serve(int argc, char** argv) {
     return absl::InvalidArgumentError("--drain-seconds must be 0 to 86400");
   }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
-  const MesaNetConfig& config = model->config();
+  const MesaNetConfig config = model->config();  // a copy: the model may be released below
   ASSIGN_OR_RETURN(const EngineOptions engine_options, EngineOptionsFromFlags(args, config));
   ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, config.vocab_size));
 
@@ -233,6 +233,9 @@ absl::Status Serve(int argc, char** argv) {
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> model_backend,
                    CreateBackendFromFlags(args, model.get(), engine_options.max_slots));
+  // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
+  // a bf16 checkpoint) are not needed any more.
+  if (model_backend->name() != "cpu") model.reset();
   PrometheusMetrics metrics;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(model_backend.get(), engine_options, &metrics));

@@ -88,6 +88,16 @@ TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
   // bf16 activations on the GPU may flip a near-tie; a wrong model would disagree everywhere.
   EXPECT_GE(first_tokens_agree, 5);
   EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
+
+  // Offline generation (the generate command) on the GPU gives the engine's tokens.
+  auto offline_gpu = CudaBackend::Create(config, weights, {.num_slots = 6});
+  ASSERT_TRUE(offline_gpu.ok()) << offline_gpu.status();
+  auto generated = GenerateOffline(**offline_gpu, offline, nullptr);
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  int same = 0;
+  for (int i = 0; i < 6; ++i) same += (*generated)[i].tokens == sinks[i]->tokens();
+  EXPECT_GE(same, 5);
+  EXPECT_FALSE(GenerateOffline(**gpu, offline, nullptr).ok()) << "6 requests, 4 slots";
 }
 
 // Sampled requests are sampled on the GPU: a seed fixes the tokens (two requests with the same
