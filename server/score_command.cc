@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/scoring.h"
+#include "server/backend_selection.h"
 #include "server/command_support.h"
 #include "server/commands.h"
 
@@ -24,11 +25,14 @@ Prints the perplexity of the ids and the solver statistics to stderr.
   --ids-file FILE          ids separated by commas or whitespace
   --solver-tolerance T     stop CG when ||r|| <= T ||r0||; 0 (default) runs every iteration
   --solver-max-iterations  CG iteration cap (default: the config's max_cg_step_decoding)
+  --device auto|cpu|cuda   where the model runs (default auto: the GPU when one can run it)
+  --cuda-device N          which GPU (default 0)
 )";
 
 absl::Status Score(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
   known.insert({"ids", "ids-file", "output", "decode-from"});
+  known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known));
   std::vector<int32_t> ids;
   if (args.Has("ids") == args.Has("ids-file")) {
@@ -50,7 +54,9 @@ absl::Status Score(int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   ASSIGN_OR_RETURN(const SolverOptions solver, SolverOptionsFromFlags(args, model->config()));
-  ASSIGN_OR_RETURN(const ScoreResult result, ScoreSequence(*model, ids, decode_from, solver));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
+                   CreateBackendFromFlags(args, model.get(), /*num_slots=*/1));
+  ASSIGN_OR_RETURN(const ScoreResult result, ScoreSequence(*backend, ids, decode_from, solver));
 
   std::ofstream out(output, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(result.logits.data()),

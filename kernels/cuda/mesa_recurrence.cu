@@ -7,8 +7,8 @@
 namespace ridge::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+// Two block shapes (MesaBlockShape): 256 threads holding 64 floats of Hs each fit 2 blocks per
+// SM; 128 threads holding 128 floats each (head_dim 128 only) fit 3, at some cost per block.
 constexpr float kL2NormEps = 1e-6f;  // FLA's l2norm adds this to the sum of squares
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
@@ -21,12 +21,17 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 
 // Hs lives in registers: thread (part, c4) holds rows [part * kRows, +kRows) of columns
-// 4c4..4c4+3 as kRows float4 (64 floats at D = 128), for the whole block. Gs lives in shared
-// memory, copied in asynchronously while the first solve runs; each thread copies, updates and
-// writes back exactly the float4s of Gs at its own (rows, columns), so Gs needs no barriers.
-// Shared memory (floats):
-template <int D>
+// 4c4..4c4+3 as kRows float4 (64 floats at D = 128 with 256 threads), for the whole block. Gs lives
+// in shared memory, copied in asynchronously while the first solve runs; each thread copies,
+// updates and writes back exactly the float4s of Gs at its own (rows, columns), so Gs needs no
+// barriers. Shared memory (floats):
+template <int D, int Threads, int Taps>
 struct Layout {
+  static constexpr int kThreads = Threads;
+  static constexpr int kTaps = Taps;  // the largest conv size this shape takes
+  static constexpr int kWarps = Threads / 32;
+  // The 2D conv channels (q then k) are spread over the threads, kChannels per thread.
+  static constexpr int kChannels = 2 * D > Threads ? 2 * D / Threads : 1;
   static constexpr int kCols4 = D / 4;              // float4 column groups of a row
   static constexpr int kParts = kThreads / kCols4;  // row partitions of a matrix-vector product
   static constexpr int kRows = D / kParts;          // rows per partition
@@ -39,32 +44,53 @@ struct Layout {
   static constexpr int kP = kV + D;  // two search directions (double-buffered)
   static constexpr int kR = kP + 2 * D;
   static constexpr int kX = kR + D;
-  static constexpr int kReduce = kX + D;              // two alternating regions of kWarps floats
-  static constexpr int kTail = kReduce + 2 * kWarps;  // conv tails, [kMaxConvSize-1][kThreads]
-  static constexpr int kTotal = kTail + (kMaxConvSize - 1) * kThreads;
+  static constexpr int kReduce = kX + D;  // two alternating regions of 2 * kWarps floats
+  static constexpr int kTail = kReduce + 4 * kWarps;  // conv tails, [kTaps-1][2D]
+  static constexpr int kTotal = kTail + (kTaps - 1) * 2 * D;
   static_assert(kParts * kRows == D && kCols4 * kParts == kThreads, "bad tiling");
+  static_assert(kChannels * Threads >= 2 * D && kThreads >= D, "every channel needs a thread");
   static_assert(kRows % 4 == 0, "the solve reads a thread's rows of vectors as float4");
 };
 
 // Block-wide sum; every thread gets the result. Alternating regions make one barrier enough.
+template <int Warps>
 __device__ __forceinline__ float BlockSum(float v, float* reduce, int& region) {
   v = WarpSum(v);
-  float* slots = reduce + region * kWarps;
+  float* slots = reduce + region * 2 * Warps;
   region ^= 1;
   if ((threadIdx.x & 31) == 0) slots[threadIdx.x >> 5] = v;
   __syncthreads();
   float total = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += slots[w];
+  for (int w = 0; w < Warps; ++w) total += slots[w];
+  return total;
+}
+
+// Two block-wide sums at once (same regions as BlockSum).
+template <int Warps>
+__device__ __forceinline__ float2 BlockSum2(float a, float b, float* reduce, int& region) {
+  a = WarpSum(a);
+  b = WarpSum(b);
+  float* slots = reduce + region * 2 * Warps;
+  region ^= 1;
+  if ((threadIdx.x & 31) == 0) {
+    slots[threadIdx.x >> 5] = a;
+    slots[Warps + (threadIdx.x >> 5)] = b;
+  }
+  __syncthreads();
+  float2 total = make_float2(0.0f, 0.0f);
+#pragma unroll
+  for (int w = 0; w < Warps; ++w) {
+    total.x += slots[w];
+    total.y += slots[Warps + w];
+  }
   return total;
 }
 
 // Column form of this thread's share of y = Hs v: the sum over its rows for its 4 columns
 // (Hs is symmetric, so column j of the sum is row j). v must be published in smem.
-template <int D>
-__device__ __forceinline__ float4 PartialProduct(const float4 (&h)[Layout<D>::kRows],
-                                                 const float* v) {
-  using L = Layout<D>;
+template <typename L>
+__device__ __forceinline__ float4 PartialProduct(const float4 (&h)[L::kRows], const float* v) {
   const int part = threadIdx.x / L::kCols4;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
@@ -79,12 +105,11 @@ __device__ __forceinline__ float4 PartialProduct(const float4 (&h)[Layout<D>::kR
 }
 
 // y[tid] = (Hs v)[tid] + lambda_i v_i for tid < D, from every thread's partial product.
-template <int D>
-__device__ __forceinline__ float SystemProduct(const float4 (&h)[Layout<D>::kRows], const float* v,
+template <int D, typename L>
+__device__ __forceinline__ float SystemProduct(const float4 (&h)[L::kRows], const float* v,
                                                float* partial, float lambda_i, float v_i) {
-  using L = Layout<D>;
   const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
-  reinterpret_cast<float4*>(partial + part * D)[c4] = PartialProduct<D>(h, v);
+  reinterpret_cast<float4*>(partial + part * D)[c4] = PartialProduct<L>(h, v);
   __syncthreads();
   float y = 0.0f;
   if (threadIdx.x < D) {
@@ -95,9 +120,11 @@ __device__ __forceinline__ float SystemProduct(const float4 (&h)[Layout<D>::kRow
   return y;
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurrenceArgs a) {
-  using L = Layout<D>;
+template <int D, int Threads, int Taps>
+__global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
+    MesaRecurrenceKernel(MesaRecurrenceArgs a) {
+  using L = Layout<D, Threads, Taps>;
+  constexpr int kWarps = L::kWarps;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float4* gs_s = smem4 + L::kGs / 4;
@@ -146,18 +173,20 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
     for (int r = 0; r < L::kRows; ++r) h[r] = src[(part * L::kRows + r) * L::kCols4 + c4];
   }
 
-  // Threads [0, D) convolve q channel head*D + tid, threads [D, 2D) the k channel.
-  const bool conv_thread = tid < 2 * D;
-  const int conv_which = tid / D;
-  const int lane_ch = tid % D;
-  const int channel = head * D + lane_ch;
-  // This thread's raw conv tail, oldest first: tail[j * kThreads] (shared memory, private).
-  float* tail = smem + L::kTail + tid;
-  float* my_tail = conv_which == 0 ? q_tail : k_tail;
-  if (conv_thread) {
+  // Conv slot c in [0, 2D) is q channel head*D + c for c < D, else k channel head*D + c - D;
+  // thread tid convolves slots tid + i * Threads, i < kChannels. A slot's raw tail, oldest
+  // first, is tail[j * 2D + c] (shared memory, private to its thread).
+  float* tail = smem + L::kTail;
+  auto tail_source = [&](int c) {  // the slot's tail in the state, [W-1, K] with stride K
+    return (c < D ? q_tail : k_tail) + head * D + c % D;
+  };
 #pragma unroll
-    for (int j = 0; j < kMaxConvSize - 1; ++j)
-      tail[j * kThreads] = j < W - 1 ? my_tail[static_cast<int64_t>(j) * K + channel] : 0.0f;
+  for (int i = 0; i < L::kChannels; ++i) {
+    const int c = tid + i * Threads;
+    if (c >= 2 * D) continue;
+#pragma unroll
+    for (int j = 0; j < L::kTaps - 1; ++j)
+      tail[j * 2 * D + c] = j < W - 1 ? tail_source(c)[static_cast<int64_t>(j) * K] : 0.0f;
   }
   const float lambda_i = tid < D ? a.weights.lambda[head * D + tid] : 0.0f;
   const float o_norm_i = tid < D ? a.weights.o_norm[tid] : 0.0f;
@@ -169,46 +198,45 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
     const int64_t row = begin + t;
     const float* pr = a.proj + row * a.proj_cols;
 
-    // Short convolution, SiLU, L2 norm of q (warps of threads < D) and k (the next D threads).
-    float val = 0.0f;
-    if (conv_thread) {
-      const float raw = pr[conv_which * K + channel];
+    // Short convolution (W <= kTaps), SiLU, then the L2 norms of q and k over D channels each.
+    float val[L::kChannels];
+    float q_sq = 0.0f, k_sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < L::kChannels; ++i) {
+      const int c = tid + i * Threads;
+      val[i] = 0.0f;
+      if (c >= 2 * D) continue;
+      const float raw = pr[(c < D ? 0 : K) + head * D + c % D];
       // Weights are re-read per token (cached) rather than held: registers go to Hs.
       const float* conv_weights =
-          (conv_which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
+          (c < D ? a.weights.q_conv : a.weights.k_conv) + (head * D + c % D) * W;
       // Tap j reads the tail for j < W-1 and the current token at j = W-1 (compile-time
-      // indices only, so the tail stays in registers).
+      // indices only, so the loop unrolls).
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kMaxConvSize; ++j) {
+      for (int j = 0; j < L::kTaps; ++j) {
         const float x =
-            j < W - 1 ? tail[(j < kMaxConvSize - 1 ? j : 0) * kThreads] : (j == W - 1 ? raw : 0.0f);
+            j < W - 1 ? tail[(j < L::kTaps - 1 ? j : 0) * 2 * D + c] : (j == W - 1 ? raw : 0.0f);
         if (j < W) sum += conv_weights[j] * x;
       }
 #pragma unroll
-      for (int j = 0; j < kMaxConvSize - 1; ++j) {
+      for (int j = 0; j < L::kTaps - 1; ++j) {
         if (j < W - 2) {
-          tail[j * kThreads] = tail[(j + 1 < kMaxConvSize - 1 ? j + 1 : j) * kThreads];
+          tail[j * 2 * D + c] = tail[(j + 1 < L::kTaps - 1 ? j + 1 : j) * 2 * D + c];
         } else if (j == W - 2) {
-          tail[j * kThreads] = raw;
+          tail[j * 2 * D + c] = raw;
         }
       }
-      val = Silu(sum);
+      val[i] = Silu(sum);
+      (c < D ? q_sq : k_sq) += val[i] * val[i];
     }
-    {
-      const float sq = WarpSum(val * val);
-      float* slots = reduce + region * kWarps;
-      region ^= 1;
-      if ((tid & 31) == 0) slots[tid >> 5] = sq;
-      if (tid < D) v_s[tid] = pr[2 * K + head * D + tid];
-      __syncthreads();
-      if (conv_thread) {
-        constexpr int kVecWarps = D / 32;
-        float total = 0.0f;
+    if (tid < D) v_s[tid] = pr[2 * K + head * D + tid];
+    const float2 norms_sq = BlockSum2<kWarps>(q_sq, k_sq, reduce, region);
 #pragma unroll
-        for (int w = 0; w < kVecWarps; ++w) total += slots[conv_which * kVecWarps + w];
-        (conv_which == 0 ? q_s : k_s)[lane_ch] = val / sqrtf(total + kL2NormEps);
-      }
+    for (int i = 0; i < L::kChannels; ++i) {
+      const int c = tid + i * Threads;
+      if (c >= 2 * D) continue;
+      (c < D ? q_s : k_s)[c % D] = val[i] / sqrtf((c < D ? norms_sq.x : norms_sq.y) + kL2NormEps);
     }
     const float gamma = Sigmoid(pr[a_col + head] + a_bias);
     const float beta = Sigmoid(pr[b_col + head] + b_bias);
@@ -249,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
       x_i = tid < D ? q_i / (diag_s[tid] + lambda_i) : 0.0f;
       if (tid < D) p_s[tid] = x_i;
       __syncthreads();
-      const float ax = SystemProduct<D>(h, p_s, partial, lambda_i, x_i);
+      const float ax = SystemProduct<D, L>(h, p_s, partial, lambda_i, x_i);
       r_i = tid < D ? q_i - ax : 0.0f;
       __syncthreads();  // every thread has read p_s
     }
@@ -257,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
       r_s[tid] = r_i;
       p_s[D + tid] = 0.0f;  // p_{-1}
     }
-    float delta = BlockSum(r_i * r_i, reduce, region);
+    float delta = BlockSum<kWarps>(r_i * r_i, reduce, region);
     const float initial_norm = sqrtf(delta);
     const float stop_norm = tolerance * initial_norm;
     int iteration = 0;
@@ -300,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
                    lambda4.w * p4.w * p4.w;
           }
           reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
-          const float p_ap = BlockSum(dot, reduce, region);  // barrier 1
+          const float p_ap = BlockSum<kWarps>(dot, reduce, region);  // barrier 1
           // A is SPD, so p^T A p <= 0 only when p vanished: the residual is at rounding level.
           if (!(p_ap > 0.0f)) break;
           const float alpha = delta / p_ap;
@@ -313,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
             r_s[tid] = r_i;                       // read by the next product only
             p_s[(previous ^ 1) * D + tid] = p_i;  // p_k; that half held p_{k-2}, unread now
           }
-          const float delta_new = BlockSum(r_i * r_i, reduce, region);  // barrier 2
+          const float delta_new = BlockSum<kWarps>(r_i * r_i, reduce, region);  // barrier 2
           beta_cg = delta_new / delta;
           p_i = __fmaf_rn(beta_cg, p_i, r_i);
           previous ^= 1;
@@ -368,7 +396,7 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
       for (int p = 0; p < L::kParts; ++p) o_i += partial[p * D + tid];
     }
     // Per-head RMSNorm over D with the shared weight, then the optional gate silu(g).
-    const float mean_sq = BlockSum(o_i * o_i, reduce, region) / D;
+    const float mean_sq = BlockSum<kWarps>(o_i * o_i, reduce, region) / D;
     if (tid < D) {
       float o = o_i * rsqrtf(mean_sq + a.norm_eps) * o_norm_i;
       if (a.output_gate) o *= Silu(pr[3 * K + head * D + tid]);
@@ -386,23 +414,41 @@ __global__ void __launch_bounds__(kThreads, 2) MesaRecurrenceKernel(MesaRecurren
       dst[at] = gs_s[at];
     }
   }
-  if (conv_thread) {
 #pragma unroll
-    for (int j = 0; j < kMaxConvSize - 1; ++j) {
-      if (j < W - 1) my_tail[static_cast<int64_t>(j) * K + channel] = tail[j * kThreads];
+  for (int i = 0; i < L::kChannels; ++i) {
+    const int c = tid + i * Threads;
+    if (c >= 2 * D) continue;
+#pragma unroll
+    for (int j = 0; j < L::kTaps - 1; ++j) {
+      if (j < W - 1) tail_source(c)[static_cast<int64_t>(j) * K] = tail[j * 2 * D + c];
     }
   }
 }
 
+template <int D, int Threads, int Taps>
+cudaError_t LaunchShape(const MesaRecurrenceArgs& args, cudaStream_t stream) {
+  constexpr size_t kSmemBytes = Layout<D, Threads, Taps>::kTotal * sizeof(float);
+  static const cudaError_t attribute_status =
+      cudaFuncSetAttribute(MesaRecurrenceKernel<D, Threads, Taps>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (attribute_status != cudaSuccess) return attribute_status;
+  MesaRecurrenceKernel<D, Threads, Taps>
+      <<<args.num_sequences * args.num_heads, Threads, kSmemBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
 template <int D>
 cudaError_t Launch(const MesaRecurrenceArgs& args, cudaStream_t stream) {
-  constexpr size_t kSmemBytes = Layout<D>::kTotal * sizeof(float);
-  static const cudaError_t attribute_status = cudaFuncSetAttribute(
-      MesaRecurrenceKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (attribute_status != cudaSuccess) return attribute_status;
-  MesaRecurrenceKernel<D>
-      <<<args.num_sequences * args.num_heads, kThreads, kSmemBytes, stream>>>(args);
-  return cudaGetLastError();
+  // Up to two blocks per SM, the 256-thread shape is faster per block; beyond that the
+  // 128-thread one fits three per SM, which pays (e.g. 384 blocks on 132 SMs: one wave instead
+  // of 1.45). Three of those only fit in shared memory with conv tails of up to 3 tokens.
+  constexpr int kSmallTaps = 4;
+  if constexpr (D == 128) {
+    if (args.num_sequences * args.num_heads > 2 * args.sm_count && args.conv_size <= kSmallTaps) {
+      return LaunchShape<D, 128, kSmallTaps>(args, stream);
+    }
+  }
+  return LaunchShape<D, 256, kMaxConvSize>(args, stream);
 }
 
 }  // namespace

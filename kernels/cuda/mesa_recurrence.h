@@ -64,6 +64,7 @@ struct MesaRecurrenceArgs {
   int32_t layer;
   void* out_bf16;           // [rows, K] bf16: normed (and gated) head outputs
   SolveCounters* counters;  // [num_sequences * H]
+  int32_t sm_count;         // the device's multiprocessors: picks the block shape
 };
 
 // Head dims 64 and 128 and conv sizes up to kMaxConvSize are supported (checked by the caller

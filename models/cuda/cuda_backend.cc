@@ -89,6 +89,7 @@ struct CudaBackend::Impl {
   // slower). The extra rows of the output matrix are zero; nothing reads their logits.
   int64_t vocab_stride = 0;
   int64_t weight_bytes = 0;
+  int32_t sm_count = 0;  // the device's multiprocessors (the decode kernel's block shape)
 
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -316,6 +317,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   args.layer_floats = layer_floats;
   args.out_bf16 = attn.as<void>();
   args.counters = counters.as<cuda::SolveCounters>();
+  args.sm_count = sm_count;
 
   cuda::MesaPrefillArgs pre{};
   pre.table = {Device(kPreRowBegin),
@@ -677,6 +679,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = options;
+  impl->sm_count = prop.multiProcessorCount;
   const int64_t c = config.hidden_size;
   impl->proj_cols = static_cast<int64_t>(weights.layers.at(0).in_proj.size()) / c;
   impl->layer_floats = MesaState(config).data().size() / config.num_hidden_layers;

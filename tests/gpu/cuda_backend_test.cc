@@ -17,9 +17,11 @@
 
 #include "base/half.h"
 #include "engine/sampler.h"
+#include "engine/scoring.h"
 #include "kernels/device_info.h"
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
+#include "models/cuda/device_memory.h"
 #include "tests/support/logit_agreement.h"
 
 namespace ridge {
@@ -143,8 +145,11 @@ std::string CaseName(const RandomCase& c) {
   std::string t(tol);
   std::replace(t.begin(), t.end(), '-', 'm');
   std::replace(t.begin(), t.end(), '.', 'p');
-  return "d" + std::to_string(c.head_dim) + (c.output_gate ? "_gate" : "") + "_b" +
-         std::to_string(c.batch) + "_tol" + t + "_it" + std::to_string(c.max_iterations);
+  char name[96];  // snprintf: GCC 12 warns falsely (-Wrestrict) on long string + chains
+  std::snprintf(name, sizeof(name), "d%d%s_b%d_tol%s_it%d", static_cast<int>(c.head_dim),
+                c.output_gate ? "_gate" : "", static_cast<int>(c.batch), t.c_str(),
+                static_cast<int>(c.max_iterations));
+  return name;
 }
 
 MesaNetConfig SmallConfig(int64_t head_dim, bool output_gate) {
@@ -177,7 +182,9 @@ TEST_P(CudaVsCpuTest, PrefillThenDecodeAgree) {
 
   // Prompts of different lengths (one crosses 64), prefilled in one step.
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t i = 0; i < rc.batch; ++i) prompts.push_back(Ids(5 + 23 * i, i, config.vocab_size));
+  for (int64_t i = 0; i < rc.batch; ++i) {
+    prompts.push_back(Ids(5 + 23 * (i % 8), i, config.vocab_size));
+  }
   std::vector<SolverStats> cpu_stats(rc.batch), gpu_stats(rc.batch);
   std::vector<SlotChunk> cpu_chunks, gpu_chunks;
   for (int64_t i = 0; i < rc.batch; ++i) {
@@ -258,7 +265,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RandomCase{64, false, 3, 0.0f, 30}, RandomCase{64, true, 5, 1e-3f, 30},
                       RandomCase{64, false, 1, 1e-6f, 30}, RandomCase{64, true, 3, 0.0f, 1},
                       RandomCase{128, false, 3, 0.0f, 30}, RandomCase{128, true, 5, 1e-3f, 30},
-                      RandomCase{128, false, 7, 1e-6f, 30}, RandomCase{128, false, 2, 0.0f, 1}),
+                      RandomCase{128, false, 7, 1e-6f, 30}, RandomCase{128, false, 2, 0.0f, 1},
+                      // 70 x 4 heads > 2 blocks per SM on an H200: the 3-per-SM decode shape
+                      RandomCase{128, true, 70, 1e-3f, 30}),
     [](const auto& info) { return CaseName(info.param); });
 
 // ---------------------------------------------------------------------------------------------
@@ -461,6 +470,52 @@ TEST_F(CudaMechanicsTest, SamplesOnTheDeviceAsTheHostWould) {
   const TokenPick too_many{&samplers[0], 0.5, prompts[0], {}, true, 21};
   EXPECT_EQ((*gpu)->ForwardSample({&one, 1}, {&too_many, 1}, &picked).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Scoring (the score command) on the GPU: the prefill part through the chunked kernels with
+// every position's logits, the rest token by token; both agree with the CPU.
+TEST_F(CudaMechanicsTest, ScoresLikeTheCpu) {
+  MesaNetWeights weights = weights_;
+  RoundMatricesToBf16(weights);
+  const MesaNetModel cpu(config_, weights);
+  auto gpu = CudaBackend::Create(config_, weights, {.num_slots = 1});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int32_t> ids = Ids(60, 4, config_.vocab_size);
+  const SolverOptions solver{1e-6f, 30};
+  auto on_cpu = ScoreSequence(cpu, ids, 40, solver);
+  auto on_gpu = ScoreSequence(**gpu, ids, 40, solver);
+  ASSERT_TRUE(on_cpu.ok() && on_gpu.ok());
+  ASSERT_EQ(on_gpu->logits.size(), on_cpu->logits.size());
+  EXPECT_LT(Compare(on_gpu->logits, on_cpu->logits, config_.vocab_size).relative_rms, 1e-2);
+  EXPECT_NEAR(on_gpu->perplexity, on_cpu->perplexity, 0.01 * on_cpu->perplexity);
+  EXPECT_EQ(on_gpu->solver_stats.solves, on_cpu->solver_stats.solves);
+}
+
+// Growing buffers is all or nothing: when one allocation of a set fails (out of memory), the
+// buffers already held are untouched, the error names the cause, and the CUDA runtime has no
+// error left over for the next launch to trip on.
+TEST_F(CudaMechanicsTest, FailedBufferGrowthKeepsTheOldBuffers) {
+  cuda::DeviceBuffer kept;
+  ASSERT_TRUE(kept.Allocate(1024).ok());
+  void* const before = kept.as<void>();
+  cuda::DeviceBuffer other;
+  {
+    cuda::BufferRenewal renew;
+    ASSERT_TRUE(renew.Device(&kept, 4096).ok());
+    const absl::Status huge = renew.Device(&other, size_t{1} << 50);  // a petabyte
+    EXPECT_EQ(huge.code(), absl::StatusCode::kResourceExhausted) << huge;
+  }  // not committed
+  EXPECT_EQ(kept.as<void>(), before);
+  EXPECT_EQ(kept.bytes(), 1024u);
+  EXPECT_TRUE(other.empty());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The backend still runs afterwards.
+  auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 1});
+  ASSERT_TRUE(gpu.ok());
+  const int32_t token = 1;
+  const SlotChunk one{0, {&token, 1}, {}, nullptr, SolvePhase::kDecode};
+  std::vector<int32_t> next;
+  EXPECT_TRUE((*gpu)->ForwardGreedy({&one, 1}, &next).ok());
 }
 
 TEST_F(CudaMechanicsTest, RejectsBadSteps) {

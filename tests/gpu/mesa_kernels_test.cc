@@ -225,8 +225,13 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
   const int64_t layer_floats = static_cast<int64_t>(in.state.size());
   const int chunks = (s.n + kPrefillChunk - 1) / kPrefillChunk;
 
-  for (const bool chunked : {true, false}) {
-    SCOPED_TRACE(chunked ? "chunked prefill" : "token by token");
+  // Chunked prefill, then token by token in both block shapes (sm_count picks the shape: a huge
+  // one keeps 2 blocks per SM; 0 takes the 3-per-SM shape where head dim and conv allow it).
+  for (const int path : {0, 1, 2}) {
+    const bool chunked = path == 0;
+    SCOPED_TRACE(path == 0   ? "chunked prefill"
+                 : path == 1 ? "token by token, 2 blocks per SM"
+                             : "token by token, 3 blocks per SM");
     std::vector<float> pool(2 * layer_floats, -7.0f);  // slot 0: poison that must stay
     std::copy(in.state.begin(), in.state.end(), pool.begin() + layer_floats);
     float* d_pool = Upload(pool);
@@ -279,6 +284,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       fill_common(a);
       a.sequences = {d_begin, d_count, d_slot, d_tol, d_iters, d_zero};
       a.num_sequences = 1;
+      a.sm_count = path == 1 ? 1 << 20 : 0;
       ASSERT_EQ(LaunchMesaRecurrence(a, nullptr), cudaSuccess);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -371,7 +377,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MesaKernelsTest,
                          ::testing::Values(Shape{64, 2, 4, 100, true}, Shape{128, 2, 4, 150, false},
-                                           Shape{64, 3, 2, 40, false}, Shape{128, 1, 4, 64, true}),
+                                           Shape{64, 3, 2, 40, false}, Shape{128, 1, 4, 64, true},
+                                           Shape{128, 2, 3, 40, true}),
                          [](const auto& info) {
                            const Shape& s = info.param;
                            char name[64];  // (std::string + chains trip GCC 12's -Wrestrict)
