@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
 
@@ -531,9 +532,11 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
   ChunkStatesKernel<D><<<seqs * H * 2 * (D / 32), kThreads, 0, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   constexpr size_t kSmem = SolveLayout<D>::kTotal * sizeof(float);
-  static const cudaError_t attribute =
-      cudaFuncSetAttribute(SolveKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attribute != cudaSuccess) return attribute;
+  if (cudaError_t e =
+          AllowDynamicSharedMemory(reinterpret_cast<const void*>(SolveKernel<D>), kSmem);
+      e != cudaSuccess) {
+    return e;
+  }
   SolveKernel<D><<<chunks * H, kThreads, kSmem, stream>>>(a);
   return cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 
+#include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
 
@@ -428,10 +429,8 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
 template <int D, int Threads, int Taps>
 cudaError_t LaunchShape(const MesaRecurrenceArgs& args, cudaStream_t stream) {
   constexpr size_t kSmemBytes = Layout<D, Threads, Taps>::kTotal * sizeof(float);
-  static const cudaError_t attribute_status =
-      cudaFuncSetAttribute(MesaRecurrenceKernel<D, Threads, Taps>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (attribute_status != cudaSuccess) return attribute_status;
+  const void* kernel = reinterpret_cast<const void*>(MesaRecurrenceKernel<D, Threads, Taps>);
+  if (cudaError_t e = AllowDynamicSharedMemory(kernel, kSmemBytes); e != cudaSuccess) return e;
   MesaRecurrenceKernel<D, Threads, Taps>
       <<<args.num_sequences * args.num_heads, Threads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();

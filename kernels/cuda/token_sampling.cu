@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/token_sampling.h"
 
 namespace ridge::cuda {
@@ -726,6 +727,11 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+size_t TokenSamplingSharedBytes(int vocab_size) {
+  const size_t cache = vocab_size <= kMaxCachedSamplingVocab ? vocab_size * sizeof(float) : 0;
+  return sizeof(Scratch) + cache;
+}
+
 cudaError_t LaunchTokenSampling(const TokenSamplingArgs& args, cudaStream_t stream) {
   if (args.num_rows == 0) return cudaSuccess;
   if (args.num_rows < 0 || args.vocab_size <= 0 || args.row_stride < args.vocab_size) {
@@ -733,10 +739,10 @@ cudaError_t LaunchTokenSampling(const TokenSamplingArgs& args, cudaStream_t stre
   }
   const bool cache_row = args.vocab_size <= kMaxCachedSamplingVocab;
   const size_t cache_bytes = cache_row ? args.vocab_size * sizeof(float) : 0;
-  static const cudaError_t attribute =
-      cudaFuncSetAttribute(TokenSamplingKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           kMaxCachedSamplingVocab * sizeof(float));
-  if (attribute != cudaSuccess) return attribute;
+  if (cache_row) {
+    const void* kernel = reinterpret_cast<const void*>(TokenSamplingKernel);
+    if (cudaError_t e = AllowDynamicSharedMemory(kernel, cache_bytes); e != cudaSuccess) return e;
+  }
   TokenSamplingKernel<<<args.num_rows, kThreads, cache_bytes, stream>>>(args, cache_row);
   return cudaGetLastError();
 }

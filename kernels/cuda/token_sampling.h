@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ridge::cuda {
@@ -65,5 +66,9 @@ struct TokenSamplingArgs {
 
 // One block per row. Enqueues only (capturable).
 cudaError_t LaunchTokenSampling(const TokenSamplingArgs& args, cudaStream_t stream);
+
+// Shared memory (static and dynamic) a block needs for this vocabulary size: a device must
+// offer that much per block, opted in.
+size_t TokenSamplingSharedBytes(int vocab_size);
 
 }  // namespace ridge::cuda

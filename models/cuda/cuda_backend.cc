@@ -164,7 +164,8 @@ struct CudaBackend::Impl {
   // Drops the captured graphs (they point at buffers about to be replaced).
   void DropGraphs();
   absl::Status EnsureCapacity(int64_t rows, int64_t seqs);
-  absl::Status EnsureLogitsCapacity(int64_t rows);
+  // Device logits for `rows` rows, and their host copy when the step returns them.
+  absl::Status EnsureLogitsCapacity(int64_t rows, bool to_host);
   absl::Status EnsurePenaltyCapacity(int64_t entries);
   absl::Status Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w, int64_t out,
                     float* y, bool accumulate);
@@ -229,15 +230,20 @@ absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Impl::EnsureLogitsCapacity(int64_t rows) {
+absl::Status CudaBackend::Impl::EnsureLogitsCapacity(int64_t rows, bool to_host) {
+  // Logits never outlive a step, so the old buffers go before the new ones come (they can be
+  // gigabytes when every row's logits are wanted); a failed allocation leaves them empty and
+  // the next step tries again.
   const size_t bytes = rows * vocab_stride * sizeof(float);
-  if (logits.bytes() >= bytes) return absl::OkStatus();
+  const bool device_fits = logits.bytes() >= bytes;
+  const bool host_fits = !to_host || host_logits.bytes() >= bytes;
+  if (device_fits && host_fits) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  BufferRenewal renew;
-  RETURN_IF_ERROR(renew.Device(&logits, bytes));
-  RETURN_IF_ERROR(renew.Pinned(&host_logits, bytes));
-  DropGraphs();
-  renew.Commit();
+  if (!device_fits) {
+    DropGraphs();  // they point at the old buffer
+    RETURN_IF_ERROR(logits.Allocate(bytes));
+  }
+  if (!host_fits) RETURN_IF_ERROR(host_logits.Allocate(bytes));
   return absl::OkStatus();
 }
 
@@ -257,23 +263,25 @@ absl::Status CudaBackend::Impl::EnsurePenaltyCapacity(int64_t entries) {
 absl::Status CudaBackend::Impl::EnsurePrefillCapacity(int64_t rows, int64_t chunks) {
   if (rows <= cap_prefill_rows && chunks <= cap_chunks) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  // Scratch of one step only: freed before it is regrown (captured graphs never run prefill).
+  // Until every buffer is allocated the capacities say zero, so a failure is retried.
   const MesaNetConfig& c = config;
-  BufferRenewal renew;
   const int64_t new_rows = rows > cap_prefill_rows ? RoundUpPow2(rows) : cap_prefill_rows;
   const int64_t new_chunks = chunks > cap_chunks ? RoundUpPow2(chunks) : cap_chunks;
   if (new_rows != cap_prefill_rows) {
-    RETURN_IF_ERROR(renew.Device(&q_norm, new_rows * c.key_dim() * sizeof(float)));
-    RETURN_IF_ERROR(renew.Device(&k_norm, new_rows * c.key_dim() * sizeof(float)));
-    RETURN_IF_ERROR(renew.Device(&log_gamma, new_rows * c.num_heads * sizeof(float)));
-    RETURN_IF_ERROR(renew.Device(&beta, new_rows * c.num_heads * sizeof(float)));
+    cap_prefill_rows = 0;
+    RETURN_IF_ERROR(q_norm.Allocate(new_rows * c.key_dim() * sizeof(float)));
+    RETURN_IF_ERROR(k_norm.Allocate(new_rows * c.key_dim() * sizeof(float)));
+    RETURN_IF_ERROR(log_gamma.Allocate(new_rows * c.num_heads * sizeof(float)));
+    RETURN_IF_ERROR(beta.Allocate(new_rows * c.num_heads * sizeof(float)));
+    cap_prefill_rows = new_rows;
   }
   if (new_chunks != cap_chunks) {
-    RETURN_IF_ERROR(renew.Device(
-        &chunk_states, new_chunks * c.num_heads * 2 * c.head_dim * c.head_dim * sizeof(float)));
+    cap_chunks = 0;
+    RETURN_IF_ERROR(chunk_states.Allocate(new_chunks * c.num_heads * 2 * c.head_dim * c.head_dim *
+                                          sizeof(float)));
+    cap_chunks = new_chunks;
   }
-  renew.Commit();  // captured graphs never run prefill, so they keep working
-  cap_prefill_rows = new_rows;
-  cap_chunks = new_chunks;
   return absl::OkStatus();
 }
 
@@ -433,7 +441,7 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   const int64_t step_rows = graphable ? padded : rows;
   const int64_t out_rows = all_rows ? rows : padded;
   RETURN_IF_ERROR(EnsureCapacity(step_rows, padded));
-  RETURN_IF_ERROR(EnsureLogitsCapacity(out_rows));
+  RETURN_IF_ERROR(EnsureLogitsCapacity(out_rows, output == StepOutput::kLogits));
   if (output == StepOutput::kSampled) RETURN_IF_ERROR(PrepareSampling(picks, out_rows));
 
   // Fill the table on the host, then send it in one copy. Long prompts run chunked; decode
@@ -669,10 +677,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   }
   const size_t prefill_smem =
       cuda::MesaChunkedPrefillSharedBytes(static_cast<int>(config.head_dim));
-  if (prop.sharedMemPerBlockOptin < prefill_smem) {
+  const size_t sampling_smem = cuda::TokenSamplingSharedBytes(static_cast<int>(config.vocab_size));
+  if (prop.sharedMemPerBlockOptin < std::max(prefill_smem, sampling_smem)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "CUDA device ", options.device, " (", prop.name, ") offers ", prop.sharedMemPerBlockOptin,
-        " bytes of shared memory per block; the prefill kernel needs ", prefill_smem));
+        " bytes of shared memory per block; the prefill kernel needs ", prefill_smem,
+        " and the sampling kernel ", sampling_smem));
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
 
