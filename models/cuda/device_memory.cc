@@ -7,55 +7,33 @@
 
 namespace ridge::cuda {
 
-absl::Status DeviceBuffer::Allocate(size_t bytes) {
+cudaError_t DeviceMemory::Allocate(void** ptr, size_t bytes) { return cudaMalloc(ptr, bytes); }
+void DeviceMemory::Free(void* ptr) { cudaFree(ptr); }
+cudaError_t PinnedMemory::Allocate(void** ptr, size_t bytes) { return cudaMallocHost(ptr, bytes); }
+void PinnedMemory::Free(void* ptr) { cudaFreeHost(ptr); }
+
+template <typename Memory>
+absl::Status OwnedBuffer<Memory>::Allocate(size_t bytes) {
   Release();
   if (bytes == 0) return absl::OkStatus();
-  if (const cudaError_t error = cudaMalloc(&ptr_, bytes); error != cudaSuccess) {
+  if (const cudaError_t error = Memory::Allocate(&ptr_, bytes); error != cudaSuccess) {
     ptr_ = nullptr;
     cudaGetLastError();  // out of memory is not sticky: clear it so later launches do not see it
-    return CudaStatus(error, "cudaMalloc");
+    return CudaStatus(error, Memory::kAllocator);
   }
   bytes_ = bytes;
   return absl::OkStatus();
 }
 
-void DeviceBuffer::Release() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
+template <typename Memory>
+void OwnedBuffer<Memory>::Release() {
+  if (ptr_ != nullptr) Memory::Free(ptr_);
   ptr_ = nullptr;
   bytes_ = 0;
 }
 
-absl::Status PinnedBuffer::Allocate(size_t bytes) {
-  Release();
-  if (bytes == 0) return absl::OkStatus();
-  if (const cudaError_t error = cudaMallocHost(&ptr_, bytes); error != cudaSuccess) {
-    ptr_ = nullptr;
-    cudaGetLastError();
-    return CudaStatus(error, "cudaMallocHost");
-  }
-  bytes_ = bytes;
-  return absl::OkStatus();
-}
-
-void PinnedBuffer::Release() {
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
-absl::Status BufferRenewal::Device(DeviceBuffer* target, size_t bytes) {
-  DeviceBuffer fresh;
-  if (absl::Status s = fresh.Allocate(bytes); !s.ok()) return s;
-  device_.emplace_back(target, std::move(fresh));
-  return absl::OkStatus();
-}
-
-absl::Status BufferRenewal::Pinned(PinnedBuffer* target, size_t bytes) {
-  PinnedBuffer fresh;
-  if (absl::Status s = fresh.Allocate(bytes); !s.ok()) return s;
-  pinned_.emplace_back(target, std::move(fresh));
-  return absl::OkStatus();
-}
+template class OwnedBuffer<DeviceMemory>;
+template class OwnedBuffer<PinnedMemory>;
 
 void BufferRenewal::Commit() {
   for (auto& [target, fresh] : device_) *target = std::move(fresh);

@@ -12,13 +12,28 @@
 
 namespace ridge::cuda {
 
-class DeviceBuffer {
+// Where a buffer's memory comes from: the device (cudaMalloc), or page-locked host memory
+// (cudaMallocHost), so device copies are asynchronous and fast.
+struct DeviceMemory {
+  static constexpr const char* kAllocator = "cudaMalloc";
+  static cudaError_t Allocate(void** ptr, size_t bytes);
+  static void Free(void* ptr);
+};
+struct PinnedMemory {
+  static constexpr const char* kAllocator = "cudaMallocHost";
+  static cudaError_t Allocate(void** ptr, size_t bytes);
+  static void Free(void* ptr);
+};
+
+// An owning, movable handle for one allocation.
+template <typename Memory>
+class OwnedBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { Release(); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  OwnedBuffer() = default;
+  ~OwnedBuffer() { Release(); }
+  OwnedBuffer(OwnedBuffer&& other) noexcept
       : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  OwnedBuffer& operator=(OwnedBuffer&& other) noexcept {
     if (this != &other) {
       Release();
       ptr_ = std::exchange(other.ptr_, nullptr);
@@ -27,7 +42,8 @@ class DeviceBuffer {
     return *this;
   }
 
-  // Frees any previous allocation first; contents are undefined.
+  // Frees any previous allocation first; contents are undefined. On failure the buffer is
+  // empty and the CUDA runtime's last error is cleared (out of memory is not sticky).
   absl::Status Allocate(size_t bytes);
   template <typename T>
   T* as() const {
@@ -42,45 +58,30 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory, so device copies are asynchronous and fast.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { Release(); }
-  PinnedBuffer(PinnedBuffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    if (this != &other) {
-      Release();
-      ptr_ = std::exchange(other.ptr_, nullptr);
-      bytes_ = std::exchange(other.bytes_, 0);
-    }
-    return *this;
-  }
-
-  absl::Status Allocate(size_t bytes);
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void Release();
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = OwnedBuffer<DeviceMemory>;
+using PinnedBuffer = OwnedBuffer<PinnedMemory>;
+extern template class OwnedBuffer<DeviceMemory>;
+extern template class OwnedBuffer<PinnedMemory>;
 
 // Grows a set of buffers all or nothing: each Device/Pinned call allocates a fresh buffer on the
 // side, and Commit() moves them all into place. If any allocation fails (out of memory), the
 // caller returns the error before Commit and every old buffer is still there, unchanged.
 class BufferRenewal {
  public:
-  absl::Status Device(DeviceBuffer* target, size_t bytes);
-  absl::Status Pinned(PinnedBuffer* target, size_t bytes);
+  absl::Status Device(DeviceBuffer* target, size_t bytes) { return Renew(target, bytes, device_); }
+  absl::Status Pinned(PinnedBuffer* target, size_t bytes) { return Renew(target, bytes, pinned_); }
   void Commit();
 
  private:
+  template <typename Buffer>
+  static absl::Status Renew(Buffer* target, size_t bytes,
+                            std::vector<std::pair<Buffer*, Buffer>>& fresh_buffers) {
+    Buffer fresh;
+    if (absl::Status s = fresh.Allocate(bytes); !s.ok()) return s;
+    fresh_buffers.emplace_back(target, std::move(fresh));
+    return absl::OkStatus();
+  }
+
   std::vector<std::pair<DeviceBuffer*, DeviceBuffer>> device_;
   std::vector<std::pair<PinnedBuffer*, PinnedBuffer>> pinned_;
 };
