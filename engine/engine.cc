@@ -12,8 +12,6 @@
 namespace ridge {
 namespace {
 
-constexpr int32_t kMaxTopLogprobs = 20;
-
 double Seconds(SteadyTime from, SteadyTime to) {
   return std::chrono::duration<double>(to - from).count();
 }

@@ -21,10 +21,7 @@ absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
 absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
                                          std::span<const TokenPick> picks,
                                          std::vector<PickedToken>* picked) {
-  if (picks.size() != chunks.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(picks.size(), " token picks for ", chunks.size(), " sequences"));
-  }
+  RETURN_IF_ERROR(ValidatePicks(chunks, picks));
   std::vector<float> logits;
   RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
   const int64_t vocab = config().vocab_size;
@@ -38,6 +35,41 @@ absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
     if (pick.logprobs) {
       out.logprob = TokenLogprob(row, out.token);
       TopLogprobs(row, pick.top_logprobs, &out.top);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelBackend::ValidatePicks(std::span<const SlotChunk> chunks,
+                                         std::span<const TokenPick> picks) const {
+  if (picks.size() != chunks.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(picks.size(), " token picks for ", chunks.size(), " sequences"));
+  }
+  const int64_t vocab = config().vocab_size;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const TokenPick& pick = picks[i];
+    if (pick.sampler == nullptr) continue;
+    if (pick.sampler->vocab_size() != vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", i, ": its sampler is for a vocabulary of ",
+                       pick.sampler->vocab_size(), " tokens, the model has ", vocab));
+    }
+    if (pick.top_logprobs < 0 || pick.top_logprobs > kMaxTopLogprobs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, ": top_logprobs ", pick.top_logprobs, " must be 0 to ", kMaxTopLogprobs));
+    }
+    if (!(pick.uniform >= 0.0 && pick.uniform < 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", i, ": the draw's uniform ", pick.uniform, " is not in [0, 1)"));
+    }
+    for (std::span<const int32_t> history : {pick.prompt, pick.generated}) {
+      for (int32_t token : history) {
+        if (token < 0 || token >= vocab) {
+          return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": history token ", token,
+                                                         " is outside the vocabulary"));
+        }
+      }
     }
   }
   return absl::OkStatus();

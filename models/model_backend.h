@@ -25,6 +25,9 @@ struct SlotChunk {
   SolvePhase phase = SolvePhase::kPrefill;
 };
 
+// The most alternatives (with their log-probabilities) a token pick may ask for.
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 // How one chunk of a step picks the token that follows it (ModelBackend::ForwardSample).
 struct TokenPick {
   // The sequence's sampler (its parameters; the host path also uses its scratch space), or
@@ -33,7 +36,7 @@ struct TokenPick {
   double uniform = 0.0;  // sampler->NextDrawUniform(), taken by the caller for this pick
   std::span<const int32_t> prompt, generated;  // the history the penalties look at
   bool logprobs = false;                       // also return the log-probabilities
-  int32_t top_logprobs = 0;                    // how many alternatives, with logprobs
+  int32_t top_logprobs = 0;                    // alternatives, with logprobs: 0..kMaxTopLogprobs
 };
 
 struct PickedToken {
@@ -75,6 +78,11 @@ class ModelBackend {
   // Checks what every backend requires of a step: slots in range and distinct, tokens present
   // and in the vocabulary, solver options valid.
   absl::Status ValidateChunks(std::span<const SlotChunk> chunks) const;
+  // Checks what every backend requires of a step's token picks: one per chunk, a sampler for
+  // this vocabulary, the uniform in [0, 1), top_logprobs in range, history tokens in the
+  // vocabulary.
+  absl::Status ValidatePicks(std::span<const SlotChunk> chunks,
+                             std::span<const TokenPick> picks) const;
   // An error naming the slot unless 0 <= slot < num_slots().
   absl::Status CheckSlot(int64_t slot) const;
 };

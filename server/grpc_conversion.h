@@ -24,7 +24,6 @@ namespace v1 = ::ridgeserve::v1;
 
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopStringBytes = 256;
-inline constexpr int32_t kMaxTopLogprobs = 20;
 
 // What a request is checked against.
 struct ServedModel {

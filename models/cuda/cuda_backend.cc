@@ -25,6 +25,9 @@ using cuda::PinnedBuffer;
 
 namespace {
 
+static_assert(cuda::kMaxSampledTopLogprobs == kMaxTopLogprobs,
+              "the sampling kernel returns every alternative a pick may ask for");
+
 // Decode steps are padded up to one of these batch sizes and replayed from a captured graph.
 constexpr int64_t kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 constexpr int64_t kMaxGraphBatch = 256;
@@ -550,6 +553,7 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::Impl::CaptureStep(int64_t rows, int
 }
 
 absl::Status CudaBackend::Impl::PrepareSampling(std::span<const TokenPick> picks, int64_t rows) {
+  // The picks were checked by ValidatePicks.
   const int32_t vocab = static_cast<int32_t>(config.vocab_size);
   if (token_marks.empty()) token_marks.assign(vocab, 0);
   auto* params = host_sampling_params.as<cuda::SamplingRowParams>();
@@ -558,29 +562,7 @@ absl::Status CudaBackend::Impl::PrepareSampling(std::span<const TokenPick> picks
   for (size_t i = 0; i < picks.size(); ++i) {
     const TokenPick& pick = picks[i];
     if (pick.sampler == nullptr) continue;
-    if (pick.sampler->vocab_size() != vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence ", i, ": its sampler is for a vocabulary of ",
-                       pick.sampler->vocab_size(), " tokens, the model has ", vocab));
-    }
     const SamplingParams& p = pick.sampler->params();
-    if (pick.top_logprobs < 0 || pick.top_logprobs > cuda::kMaxSampledTopLogprobs) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": top_logprobs ",
-                                                     pick.top_logprobs, " must be 0 to ",
-                                                     cuda::kMaxSampledTopLogprobs));
-    }
-    if (!(pick.uniform >= 0.0 && pick.uniform < 1.0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence ", i, ": the draw's uniform ", pick.uniform, " is not in [0, 1)"));
-    }
-    for (std::span<const int32_t> history : {pick.prompt, pick.generated}) {
-      for (int32_t token : history) {
-        if (token < 0 || token >= vocab) {
-          return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": history token ", token,
-                                                         " is outside the vocabulary"));
-        }
-      }
-    }
     cuda::SamplingRowParams& row = params[i];
     row.temperature = p.temperature;
     row.top_k = p.top_k;
@@ -799,10 +781,7 @@ absl::Status CudaBackend::ForwardSample(std::span<const SlotChunk> chunks,
                                         std::span<const TokenPick> picks,
                                         std::vector<PickedToken>* picked) {
   RETURN_IF_ERROR(ValidateChunks(chunks));
-  if (picks.size() != chunks.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(picks.size(), " token picks for ", chunks.size(), " sequences"));
-  }
+  RETURN_IF_ERROR(ValidatePicks(chunks, picks));
   picked->assign(chunks.size(), PickedToken{});
   if (chunks.empty()) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));

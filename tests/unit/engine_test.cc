@@ -113,6 +113,34 @@ TEST_F(EngineTest, FailedStateResetEndsOnlyThatRequest) {
   EXPECT_EQ((*engine)->Snapshot().slots_used, 0);
 }
 
+// Token picks are checked before any work, on the CPU backend as on the GPU one: a history
+// token outside the vocabulary (which the host sampler would abort on), too many logprobs, a
+// uniform outside [0, 1) or a pick count that does not match the chunks is an error.
+TEST_F(EngineTest, BackendRefusesBadTokenPicks) {
+  CpuBackend backend(model_.get(), 1);
+  SamplingParams params;
+  auto sampler = Sampler::Create(params, static_cast<int32_t>(model_->config().vocab_size));
+  ASSERT_TRUE(sampler.ok());
+  const int32_t token = 1;
+  const std::vector<int32_t> prompt = {1, 2};
+  const std::vector<int32_t> bad_history = {static_cast<int32_t>(model_->config().vocab_size)};
+  const SlotChunk chunk{0, {&token, 1}, {}, nullptr, SolvePhase::kDecode};
+  std::vector<PickedToken> picked;
+  const TokenPick good{&*sampler, 0.5, prompt, {}, true, 3};
+  EXPECT_TRUE(backend.ForwardSample({&chunk, 1}, {&good, 1}, &picked).ok());
+  ASSERT_EQ(picked.size(), 1u);
+  EXPECT_EQ(picked[0].top.size(), 3u);
+  const TokenPick bad_picks[] = {{&*sampler, 0.5, prompt, bad_history, false, 0},
+                                 {&*sampler, 0.5, prompt, {}, true, kMaxTopLogprobs + 1},
+                                 {&*sampler, 1.0, prompt, {}, false, 0}};
+  for (const TokenPick& bad : bad_picks) {
+    EXPECT_EQ(backend.ForwardSample({&chunk, 1}, {&bad, 1}, &picked).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(backend.ForwardSample({&chunk, 1}, {}, &picked).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(EngineTest, StopStringCancelFinishesAsStop) {
   auto engine = Start({.max_slots = 2});
   auto sink = std::make_shared<CollectingSink>();
