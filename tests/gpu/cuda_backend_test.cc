@@ -15,13 +15,13 @@
 #include <fstream>
 #include <random>
 
-#include "base/half.h"
 #include "engine/sampler.h"
 #include "engine/scoring.h"
 #include "kernels/device_info.h"
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
 #include "models/cuda/device_memory.h"
+#include "tests/support/bf16_weights.h"
 #include "tests/support/logit_agreement.h"
 
 namespace ridge {
@@ -41,19 +41,7 @@ std::filesystem::path DataDir() {
 
 // The GPU keeps matrices in bf16; rounding the CPU's copy the same way leaves only the
 // activation rounding and summation order as differences.
-void RoundMatricesToBf16(MesaNetWeights& w) {
-  auto round = [](std::vector<float>& v) {
-    for (float& x : v) x = Bf16ToFloat(FloatToBf16(x));
-  };
-  round(w.embeddings);
-  round(w.lm_head);
-  for (MesaLayerWeights& l : w.layers) {
-    round(l.in_proj);
-    round(l.o_proj);
-    round(l.gate_up_proj);
-    round(l.down_proj);
-  }
-}
+using testing::RoundMatricesToBf16;
 
 std::vector<int32_t> Ids(int64_t n, int64_t seed, int64_t vocab) {
   std::vector<int32_t> ids(n);

@@ -8,11 +8,11 @@
 #include <optional>
 #include <set>
 
-#include "base/half.h"
 #include "engine/engine.h"
 #include "engine/offline_generation.h"
 #include "kernels/device_info.h"
 #include "models/cuda/cuda_backend.h"
+#include "tests/support/bf16_weights.h"
 #include "tests/support/collecting_sink.h"
 
 namespace ridge {
@@ -36,13 +36,7 @@ MesaNetConfig SmallConfig() {
 // Random weights with the matrices rounded to bf16, so the CPU runs what the GPU holds.
 MesaNetWeights Bf16RoundedWeights(const MesaNetConfig& config) {
   MesaNetWeights weights = RandomMesaNetWeights(config, 11);
-  for (float& x : weights.embeddings) x = Bf16ToFloat(FloatToBf16(x));
-  for (float& x : weights.lm_head) x = Bf16ToFloat(FloatToBf16(x));
-  for (MesaLayerWeights& l : weights.layers) {
-    for (auto* m : {&l.in_proj, &l.o_proj, &l.gate_up_proj, &l.down_proj}) {
-      for (float& x : *m) x = Bf16ToFloat(FloatToBf16(x));
-    }
-  }
+  testing::RoundMatricesToBf16(weights);
   return weights;
 }
 
