@@ -1,6 +1,8 @@
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 
+#include <utility>
+
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
@@ -11,6 +13,11 @@ namespace {
 // Two block shapes (MesaBlockShape): 256 threads holding 64 floats of Hs each fit 2 blocks per
 // SM; 128 threads holding 128 floats each (head_dim 128 only) fit 3, at some cost per block.
 constexpr float kL2NormEps = 1e-6f;  // FLA's l2norm adds this to the sum of squares
+// A thread's share of a state leaves (or arrives) in up to kMaxStateChunks pieces, one per CG
+// iteration, so that the solve runs while they move (see background_step in the kernel). Issued
+// all at once they fill the load/store queue and stall the warp until memory drains (about 6 us
+// at batch 64 on an H200).
+constexpr int kMaxStateChunks = 8;
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -42,8 +49,8 @@ struct Layout {
   static constexpr int kQ = kPartial + kParts * D;
   static constexpr int kK = kQ + D;
   static constexpr int kV = kK + D;
-  static constexpr int kP = kV + D;  // two search directions (double-buffered)
-  static constexpr int kR = kP + 2 * D;
+  static constexpr int kP = kV + D;  // the Jacobi start x0, to multiply
+  static constexpr int kR = kP + D;  // the residual, to multiply
   static constexpr int kX = kR + D;
   static constexpr int kReduce = kX + D;  // two alternating regions of 2 * kWarps floats
   static constexpr int kTail = kReduce + 4 * kWarps;  // conv tails, [kTaps-1][2D]
@@ -121,6 +128,55 @@ __device__ __forceinline__ float SystemProduct(const float4 (&h)[L::kRows], cons
   return y;
 }
 
+// Rows [chunk * kChunkRows, +kChunkRows) of this thread's rows, the unit of BackgroundStep.
+template <typename L>
+struct StateChunk {
+  static constexpr int kChunks = L::kRows < kMaxStateChunks ? L::kRows : kMaxStateChunks;
+  static constexpr int kChunkRows = L::kRows / kChunks;
+  static_assert(kChunkRows * kChunks == L::kRows, "rows must split into the chunks");
+  // Float4 index in a [D, D] matrix of this thread's r-th row of the chunk.
+  __device__ static int At(int chunk, int r) {
+    const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
+    return (part * L::kRows + chunk * kChunkRows + r) * L::kCols4 + c4;
+  }
+};
+
+// Stores chunk `chunk` of this thread's Hs registers. The registers need compile-time indices,
+// so each chunk is its own unrolled store, picked by comparison.
+template <typename L, int... Chunk>
+__device__ __forceinline__ void StoreHsChunk(const float4 (&h)[L::kRows], float4* dst, int chunk,
+                                             std::integer_sequence<int, Chunk...>) {
+  using C = StateChunk<L>;
+  auto store = [&](auto c) {
+    if (chunk != c.value) return;
+#pragma unroll
+    for (int r = 0; r < C::kChunkRows; ++r) dst[C::At(c.value, r)] = h[c.value * C::kChunkRows + r];
+  };
+  (store(std::integral_constant<int, Chunk>{}), ...);
+}
+
+// Gs = gamma Gs + beta k v^T on one chunk of this thread's float4s of Gs (no barrier needed:
+// no other thread touches them), also written to the state (dst) after the step's last token.
+template <typename L>
+__device__ __forceinline__ void UpdateGsChunk(float4* gs_s, const float* k_s, const float* v_s,
+                                              float gamma, float beta, float4* dst, int chunk) {
+  using C = StateChunk<L>;
+  const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
+  const float4 vc = reinterpret_cast<const float4*>(v_s)[c4];
+#pragma unroll
+  for (int r = 0; r < C::kChunkRows; ++r) {
+    const int at = C::At(chunk, r);
+    const float bk = beta * k_s[part * L::kRows + chunk * C::kChunkRows + r];
+    float4 g = gs_s[at];
+    g.x = gamma * g.x + bk * vc.x;
+    g.y = gamma * g.y + bk * vc.y;
+    g.z = gamma * g.z + bk * vc.z;
+    g.w = gamma * g.w + bk * vc.w;
+    gs_s[at] = g;
+    if (dst != nullptr) dst[at] = g;
+  }
+}
+
 template <int D, int Threads, int Taps>
 __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     MesaRecurrenceKernel(MesaRecurrenceArgs a) {
@@ -157,17 +213,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
   float* k_tail = q_tail + static_cast<int64_t>(W - 1) * K;
 
   const int c4 = tid % L::kCols4, part = tid / L::kCols4;
-  {
-    // Gs is not needed before the first solve is over: let it arrive meanwhile.
-    const float4* src = reinterpret_cast<const float4*>(g_gs);
-#pragma unroll
-    for (int r = 0; r < L::kRows; ++r) {
-      const int at = (part * L::kRows + r) * L::kCols4 + c4;
-      __pipeline_memcpy_async(gs_s + at, src + at, sizeof(float4));
-    }
-    __pipeline_commit();
-  }
-  float4 h[L::kRows];  // this thread's share of Hs for the whole block
+  float4 h[L::kRows];  // this thread's share of Hs for the whole block; Gs comes during the solve
   {
     const float4* src = reinterpret_cast<const float4*>(g_hs);
 #pragma unroll
@@ -260,18 +306,45 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
         if (offset == 2) diag_s[i] = h[r].z;
         if (offset == 3) diag_s[i] = h[r].w;
       }
-      if (t == count - 1) {  // Hs is final: its store overlaps the solve
-        float4* dst = reinterpret_cast<float4*>(g_hs);
-#pragma unroll
-        for (int r = 0; r < L::kRows; ++r) dst[(part * L::kRows + r) * L::kCols4 + c4] = h[r];
-      }
     }
     __syncthreads();
 
-    // CG on (Hs + diag(lambda)) x = q; element i = tid lives in threads < D. Two barriers per
-    // iteration: the product's threads form the direction p_k = r_k + beta p_{k-1} themselves
-    // from the published residual (r_s) and the previous direction (p_s, double-buffered), and
-    // p^T A p comes out of the product's partial sums, so neither needs a barrier of its own.
+    // State traffic and the Gs update, one step per CG iteration while the solve runs (the rest
+    // after it): steps [0, kChunks) store a chunk of the final Hs and, for the first token, start
+    // copying a chunk of Gs into shared memory; steps [kChunks, 2 kChunks) update a chunk of Gs
+    // (storing it after the last token). Gs is first read at step kChunks, so its copies have
+    // had kChunks iterations to arrive.
+    constexpr int kChunks = StateChunk<L>::kChunks;
+    const bool last_token = t == count - 1;
+    int steps_done = 0;
+    auto background_step = [&](int step) {
+      if (step < kChunks) {
+        if (last_token) {
+          StoreHsChunk<L>(h, reinterpret_cast<float4*>(g_hs), step,
+                          std::make_integer_sequence<int, kChunks>{});
+        }
+        if (t == 0) {
+          for (int r = 0; r < StateChunk<L>::kChunkRows; ++r) {
+            const int at = StateChunk<L>::At(step, r);
+            __pipeline_memcpy_async(gs_s + at, reinterpret_cast<const float4*>(g_gs) + at,
+                                    sizeof(float4));
+          }
+          __pipeline_commit();
+        }
+      } else {
+        if (step == kChunks) __pipeline_wait_prior(0);
+        UpdateGsChunk<L>(gs_s, k_s, v_s, gamma, beta,
+                         last_token ? reinterpret_cast<float4*>(g_gs) : nullptr, step - kChunks);
+      }
+      steps_done = step + 1;
+    };
+
+    // CG on (Hs + diag(lambda)) x = q; element i = tid lives in threads < D. Chronopoulos-Gear
+    // form: each iteration multiplies A by the residual r_k (published in r_s) and gets both of
+    // its inner products, (r_k, A r_k) from the product's partial sums and (r_k, r_k), from one
+    // block-wide sum; the direction p_k and s_k = A p_k follow by recurrences in the threads
+    // owning their elements. One reduction and two barriers per iteration, where the textbook
+    // form needs two reductions in sequence. Same iterates in exact arithmetic.
     const float q_i = tid < D ? q_s[tid] : 0.0f;
     float x_i = 0.0f, r_i = q_i;
     if (jacobi) {
@@ -280,13 +353,9 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       __syncthreads();
       const float ax = SystemProduct<D, L>(h, p_s, partial, lambda_i, x_i);
       r_i = tid < D ? q_i - ax : 0.0f;
-      __syncthreads();  // every thread has read p_s
     }
-    if (tid < D) {
-      r_s[tid] = r_i;
-      p_s[D + tid] = 0.0f;  // p_{-1}
-    }
-    float delta = BlockSum<kWarps>(r_i * r_i, reduce, region);
+    if (tid < D) r_s[tid] = r_i;  // the Jacobi product's reads all precede the barrier below
+    float delta = BlockSum<kWarps>(r_i * r_i, reduce, region);  // ||r||^2; publishes r_s
     const float initial_norm = sqrtf(delta);
     const float stop_norm = tolerance * initial_norm;
     int iteration = 0;
@@ -295,63 +364,67 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     if (initial_norm > 0.0f) {
       auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
       const float4 lambda4 = reinterpret_cast<const float4*>(a.weights.lambda + head * D)[c4];
-      float p_i = r_i, beta_cg = 0.0f;
-      int previous = 1;  // p_s half holding p_{k-1}
-      if (!converged(delta)) {
-        for (; iteration < max_iterations; ++iteration) {
-          const float* p_prev = p_s + previous * D;
-          float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-          // This thread's rows of r and p_{k-1}, four at a time (kRows is a multiple of 4).
-          const float4* r_rows = reinterpret_cast<const float4*>(r_s + part * L::kRows);
-          const float4* p_rows = reinterpret_cast<const float4*>(p_prev + part * L::kRows);
+      // p_{k-1}, s_{k-1} = A p_{k-1}, ||r_{k-1}||^2 and (p_{k-1}, A p_{k-1}) / ||r_{k-1}||^4.
+      float p_i = 0.0f, s_i = 0.0f, gamma_prev = 1.0f, curvature_prev = 0.0f;
+      while (!converged(delta) && iteration < max_iterations) {
+        if (iteration < 2 * kChunks) background_step(iteration);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4* r_rows = reinterpret_cast<const float4*>(r_s + part * L::kRows);
 #pragma unroll
-          for (int r4 = 0; r4 < L::kRows / 4; ++r4) {
-            const float4 rr = r_rows[r4], pp = p_rows[r4];
-            const float p_row[4] = {__fmaf_rn(beta_cg, pp.x, rr.x), __fmaf_rn(beta_cg, pp.y, rr.y),
-                                    __fmaf_rn(beta_cg, pp.z, rr.z), __fmaf_rn(beta_cg, pp.w, rr.w)};
+        for (int r4 = 0; r4 < L::kRows / 4; ++r4) {
+          const float4 rr = r_rows[r4];
+          const float r_row[4] = {rr.x, rr.y, rr.z, rr.w};
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const float4 hr = h[4 * r4 + j];
-              acc.x += hr.x * p_row[j];
-              acc.y += hr.y * p_row[j];
-              acc.z += hr.z * p_row[j];
-              acc.w += hr.w * p_row[j];
-            }
-          }
-          const float4 rc = reinterpret_cast<const float4*>(r_s)[c4];
-          const float4 pc = reinterpret_cast<const float4*>(p_prev)[c4];
-          const float4 p4 =
-              make_float4(__fmaf_rn(beta_cg, pc.x, rc.x), __fmaf_rn(beta_cg, pc.y, rc.y),
-                          __fmaf_rn(beta_cg, pc.z, rc.z), __fmaf_rn(beta_cg, pc.w, rc.w));
-          float dot = acc.x * p4.x + acc.y * p4.y + acc.z * p4.z + acc.w * p4.w;
-          if (part == 0) {
-            dot += lambda4.x * p4.x * p4.x + lambda4.y * p4.y * p4.y + lambda4.z * p4.z * p4.z +
-                   lambda4.w * p4.w * p4.w;
-          }
-          reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
-          const float p_ap = BlockSum<kWarps>(dot, reduce, region);  // barrier 1
-          // A is SPD, so p^T A p <= 0 only when p vanished: the residual is at rounding level.
-          if (!(p_ap > 0.0f)) break;
-          const float alpha = delta / p_ap;
-          if (tid < D) {
-            float ap_i = lambda_i * p_i;
-#pragma unroll
-            for (int p = 0; p < L::kParts; ++p) ap_i += partial[p * D + tid];
-            x_i += alpha * p_i;
-            r_i -= alpha * ap_i;
-            r_s[tid] = r_i;                       // read by the next product only
-            p_s[(previous ^ 1) * D + tid] = p_i;  // p_k; that half held p_{k-2}, unread now
-          }
-          const float delta_new = BlockSum<kWarps>(r_i * r_i, reduce, region);  // barrier 2
-          beta_cg = delta_new / delta;
-          p_i = __fmaf_rn(beta_cg, p_i, r_i);
-          previous ^= 1;
-          delta = delta_new;
-          if (delta == 0.0f || converged(delta)) {
-            ++iteration;
-            break;
+          for (int j = 0; j < 4; ++j) {
+            const float4 hr = h[4 * r4 + j];
+            acc.x += hr.x * r_row[j];
+            acc.y += hr.y * r_row[j];
+            acc.z += hr.z * r_row[j];
+            acc.w += hr.w * r_row[j];
           }
         }
+        const float4 rc = reinterpret_cast<const float4*>(r_s)[c4];
+        float rar = acc.x * rc.x + acc.y * rc.y + acc.z * rc.z + acc.w * rc.w, rr = 0.0f;
+        if (part == 0) {
+          rar += lambda4.x * rc.x * rc.x + lambda4.y * rc.y * rc.y + lambda4.z * rc.z * rc.z +
+                 lambda4.w * rc.w * rc.w;
+          rr = rc.x * rc.x + rc.y * rc.y + rc.z * rc.z + rc.w * rc.w;
+        }
+        reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
+        const float2 sums = BlockSum2<kWarps>(rar, rr, reduce, region);  // barrier 1
+        const float gamma = sums.y;                                      // ||r_k||^2
+        delta = gamma;
+        if (gamma == 0.0f || converged(gamma)) break;
+        // (p_k, A p_k) = (r_k, A r_k) - beta_k^2 (p_{k-1}, A p_{k-1}), beta_k = gamma / gamma_prev.
+        float p_ap = sums.x - gamma * gamma * curvature_prev;
+        float beta_cg = iteration == 0 ? 0.0f : gamma / gamma_prev;
+        if (!(p_ap > 0.0f)) {
+          // The recurrence cancelled to nothing, which happens once the residual is at rounding
+          // level: restart from p_k = r_k, whose (p, A p) = (r, A r) was computed directly, so a
+          // zero-tolerance solve still runs its whole budget as the textbook form does. A is
+          // SPD, so (r, A r) <= 0 only when r vanished.
+          p_ap = sums.x;
+          beta_cg = 0.0f;
+          if (!(p_ap > 0.0f)) break;
+        }
+        const float alpha = gamma / p_ap;
+        if (tid < D) {
+          float w_i = lambda_i * r_i;  // (A r_k)_i
+#pragma unroll
+          for (int p = 0; p < L::kParts; ++p) w_i += partial[p * D + tid];
+          p_i = __fmaf_rn(beta_cg, p_i, r_i);
+          s_i = __fmaf_rn(beta_cg, s_i, w_i);
+          x_i += alpha * p_i;
+          r_i -= alpha * s_i;
+          r_s[tid] = r_i;  // every read of r_s this iteration came before barrier 1
+        }
+        curvature_prev = p_ap / (gamma * gamma);
+        gamma_prev = gamma;
+        ++iteration;
+        __syncthreads();  // barrier 2: r_{k+1} published, partial consumed
+      }
+      if (iteration == max_iterations && max_iterations > 0) {
+        delta = BlockSum<kWarps>(r_i * r_i, reduce, region);  // the last update's residual
       }
       relative_residual = sqrtf(delta) / initial_norm;
       capped = iteration >= max_iterations && !converged(delta);
@@ -368,21 +441,15 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     if (tid < D) x_s[tid] = x_i;
     __syncthreads();
 
-    // Gs = gamma Gs + beta k v^T in shared memory, with the readout o = Gs^T x.
+    // The readout o = Gs^T x (Gs was updated during or after the solve).
     {
-      if (t == 0) __pipeline_wait_prior(0);  // this thread's part of Gs has arrived
-      const float4 vc = reinterpret_cast<const float4*>(v_s)[c4];
+      while (steps_done < 2 * kChunks) background_step(steps_done);
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int r = 0; r < L::kRows; ++r) {
         const int i = part * L::kRows + r;
-        const float bk = beta * k_s[i], xi = x_s[i];
-        float4 g = gs_s[i * L::kCols4 + c4];
-        g.x = gamma * g.x + bk * vc.x;
-        g.y = gamma * g.y + bk * vc.y;
-        g.z = gamma * g.z + bk * vc.z;
-        g.w = gamma * g.w + bk * vc.w;
-        gs_s[i * L::kCols4 + c4] = g;
+        const float xi = x_s[i];
+        const float4 g = gs_s[i * L::kCols4 + c4];
         acc.x += xi * g.x;
         acc.y += xi * g.y;
         acc.z += xi * g.z;
@@ -407,14 +474,6 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     // reaches after finishing this token's reads.
   }
 
-  {
-    float4* dst = reinterpret_cast<float4*>(g_gs);
-#pragma unroll
-    for (int r = 0; r < L::kRows; ++r) {
-      const int at = (part * L::kRows + r) * L::kCols4 + c4;
-      dst[at] = gs_s[at];
-    }
-  }
 #pragma unroll
   for (int i = 0; i < L::kChannels; ++i) {
     const int c = tid + i * Threads;

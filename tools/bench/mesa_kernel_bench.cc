@@ -1,0 +1,291 @@
+// Times the MesaNet token-mixer kernels alone (kernels/cuda), without the rest of a model step:
+// the decode kernel (one launch per layer for a batch of one-token sequences) and the chunked
+// prefill (its four launches), each with CG budgets of 0, 1 and N iterations at tolerance 0, so
+// the cost of one CG iteration is the slope. Random inputs with the shapes of a config's layer.
+//
+//   mesa_kernel_bench [--heads 6] [--head-dim 128] [--conv 4] [--batches 1,16,64,256]
+//                     [--iterations 30] [--prefill-batch 8] [--prefill-tokens 2048] [--reps 20]
+//                     [--sm-count N (as if the GPU had N SMs: picks the decode block shape)]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/mesa_chunked_prefill.h"
+#include "kernels/cuda/mesa_recurrence.h"
+#include "kernels/device_info.h"
+
+namespace ridge::cuda {
+namespace {
+
+struct Options {
+  int heads = 6, head_dim = 128, conv = 4, iterations = 30, reps = 20;
+  std::vector<int> batches = {1, 16, 64, 256};
+  int prefill_batch = 8, prefill_tokens = 2048;
+  int sm_count = 0;  // 0: the device's (it picks the decode kernel's block shape)
+};
+
+void Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "mesa_kernel_bench: %s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+template <typename T>
+T* Upload(const std::vector<T>& v) {
+  T* d = nullptr;
+  Check(cudaMalloc(&d, std::max<size_t>(v.size(), 1) * sizeof(T)), "cudaMalloc");
+  Check(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  return d;
+}
+
+std::vector<float> Normal(size_t n, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// One layer's weights and a pool of `slots` slots holding the same SPD Hs (a sum of rank-1
+// terms) for every head, random Gs and tails.
+struct Layer {
+  int H, D, W, K, P;
+  int64_t layer_floats;
+  MesaLayerTensors weights;
+  float* pool;
+};
+
+Layer MakeLayer(const Options& o, int slots, std::mt19937& rng) {
+  Layer l{o.heads, o.head_dim, o.conv, o.heads * o.head_dim, 3 * o.heads * o.head_dim + 2 * o.heads,
+          0,       {},         nullptr};
+  const int D = l.D;
+  l.layer_floats = 2LL * l.H * D * D + 2LL * (l.W - 1) * l.K;
+  std::vector<float> hs(static_cast<size_t>(D) * D, 0.0f);
+  for (int term = 0; term < 64; ++term) {
+    std::vector<float> k = Normal(D, 1.0f, rng);
+    float norm = 0.0f;
+    for (float x : k) norm += x * x;
+    for (int i = 0; i < D; ++i) {
+      for (int j = 0; j < D; ++j) hs[i * D + j] += 0.3f * k[i] * k[j] / norm;
+    }
+  }
+  std::vector<float> slot(l.layer_floats);
+  for (int h = 0; h < l.H; ++h) std::copy(hs.begin(), hs.end(), slot.begin() + h * D * D);
+  std::vector<float> rest = Normal(l.layer_floats - l.H * D * D, 0.2f, rng);
+  std::copy(rest.begin(), rest.end(), slot.begin() + l.H * D * D);
+  std::vector<float> pool;
+  pool.reserve(slot.size() * slots);
+  for (int s = 0; s < slots; ++s) pool.insert(pool.end(), slot.begin(), slot.end());
+  l.pool = Upload(pool);
+  std::vector<float> lambda(l.K), o_norm(D, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
+  for (float& x : lambda) x = uniform(rng);
+  l.weights = {Upload(Normal(static_cast<size_t>(l.K) * l.W, 0.5f, rng)),
+               Upload(Normal(static_cast<size_t>(l.K) * l.W, 0.5f, rng)),
+               Upload(lambda),
+               Upload(std::vector<float>(l.H, 2.0f)),
+               Upload(std::vector<float>(l.H, 0.0f)),
+               Upload(o_norm)};
+  return l;
+}
+
+template <typename Args>
+void FillCommon(Args& a, const Layer& l, const float* proj, void* out, SolveCounters* counters) {
+  a.weights = l.weights;
+  a.num_heads = l.H;
+  a.head_dim = l.D;
+  a.conv_size = l.W;
+  a.output_gate = false;
+  a.norm_eps = 1e-6f;
+  a.proj = proj;
+  a.proj_cols = l.P;
+  a.state_pool = l.pool;
+  a.slot_floats = l.layer_floats;
+  a.layer_floats = l.layer_floats;
+  a.layer = 0;
+  a.out_bf16 = out;
+  a.counters = counters;
+}
+
+// Median milliseconds of `reps` runs of launch() after two warm-up runs.
+template <typename Launch>
+float MedianMs(int reps, Launch launch) {
+  cudaEvent_t start, stop;
+  Check(cudaEventCreate(&start), "event");
+  Check(cudaEventCreate(&stop), "event");
+  for (int i = 0; i < 2; ++i) Check(launch(), "launch");
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    Check(cudaEventRecord(start), "record");
+    Check(launch(), "launch");
+    Check(cudaEventRecord(stop), "record");
+    Check(cudaEventSynchronize(stop), "sync");
+    float t = 0.0f;
+    Check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double MeanIterations(const SolveCounters* d, int n) {
+  std::vector<SolveCounters> c(n);
+  Check(cudaMemcpy(c.data(), d, n * sizeof(SolveCounters), cudaMemcpyDeviceToHost), "counters");
+  double solves = 0, iterations = 0;
+  for (const SolveCounters& x : c) solves += x.solves, iterations += x.total_iterations;
+  return solves > 0 ? iterations / solves : 0.0;
+}
+
+void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
+  std::printf("decode kernel: %d heads x %d, conv %d; one token per sequence, tolerance 0\n",
+              o.heads, o.head_dim, o.conv);
+  std::printf("%6s %10s %10s %10s %12s %12s\n", "batch", "0 it us", "1 it us",
+              (std::to_string(o.iterations) + " it us").c_str(), "us/iteration", "mean iters");
+  for (const int b : o.batches) {
+    Layer l = MakeLayer(o, b, rng);
+    float* proj = Upload(Normal(static_cast<size_t>(b) * l.P, 1.0f, rng));
+    void* out = nullptr;
+    Check(cudaMalloc(&out, static_cast<size_t>(b) * l.K * 2), "cudaMalloc");
+    std::vector<int32_t> begin(b), ones(b, 1), zeros(b, 0), jacobi(b, 1);
+    for (int i = 0; i < b; ++i) begin[i] = i;
+    SolveCounters* counters = Upload(std::vector<SolveCounters>(b * l.H));
+    MesaRecurrenceArgs a{};
+    FillCommon(a, l, proj, out, counters);
+    a.num_sequences = b;
+    a.sm_count = sm_count;
+    float times[3];
+    const int budgets[3] = {0, 1, o.iterations};
+    double mean = 0.0;
+    for (int i = 0; i < 3; ++i) {
+      a.sequences = {Upload(begin),
+                     Upload(ones),
+                     Upload(begin),
+                     Upload(std::vector<float>(b, 0.0f)),
+                     Upload(std::vector<int32_t>(b, budgets[i])),
+                     Upload(jacobi)};
+      Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
+      times[i] = MedianMs(o.reps, [&] {
+        LaunchMesaRecurrence(a, nullptr);
+        return cudaGetLastError();
+      });
+      if (i == 2) mean = MeanIterations(counters, b * l.H);
+    }
+    std::printf("%6d %10.2f %10.2f %10.2f %12.3f %12.2f\n", b, 1e3f * times[0], 1e3f * times[1],
+                1e3f * times[2], 1e3 * (times[2] - times[1]) / std::max(1, o.iterations - 1), mean);
+  }
+}
+
+void BenchPrefill(const Options& o, std::mt19937& rng) {
+  const int b = o.prefill_batch, n = o.prefill_tokens, rows = b * n;
+  const int chunks_per = (n + kPrefillChunk - 1) / kPrefillChunk, chunks = b * chunks_per;
+  Layer l = MakeLayer(o, b, rng);
+  float* proj = Upload(Normal(static_cast<size_t>(rows) * l.P, 1.0f, rng));
+  void* out = nullptr;
+  Check(cudaMalloc(&out, static_cast<size_t>(rows) * l.K * 2), "cudaMalloc");
+  std::vector<int32_t> begin(b), count(b, n), slot(b), chunk_begin(b), chunk_seq(chunks);
+  for (int j = 0; j < b; ++j) begin[j] = j * n, slot[j] = j, chunk_begin[j] = j * chunks_per;
+  for (int c = 0; c < chunks; ++c) chunk_seq[c] = c / chunks_per;
+  SolveCounters* counters = Upload(std::vector<SolveCounters>(b * l.H));
+  MesaPrefillArgs a{};
+  FillCommon(a, l, proj, out, counters);
+  const std::vector<float> zeros_rk(static_cast<size_t>(rows) * l.K);
+  a.q_norm = Upload(zeros_rk);
+  a.k_norm = Upload(zeros_rk);
+  a.log_gamma = Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
+  a.beta = Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
+  a.chunk_states = Upload(std::vector<float>(static_cast<size_t>(chunks) * l.H * 2 * l.D * l.D));
+  std::printf("chunked prefill: %d x %d tokens, tolerance 0\n%10s %10s %12s %12s %12s\n", b, n,
+              "iterations", "ms", "tok/s", "mean iters", "us/iteration");
+  float previous = 0.0f;
+  for (const int budget : {0, 1, o.iterations}) {
+    a.table = {Upload(begin),
+               Upload(count),
+               Upload(slot),
+               Upload(std::vector<float>(b, 0.0f)),
+               Upload(std::vector<int32_t>(b, budget)),
+               Upload(chunk_begin),
+               Upload(chunk_seq),
+               b,
+               chunks};
+    Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
+    const float ms = MedianMs(o.reps, [&] {
+      LaunchMesaChunkedPrefill(a, nullptr);
+      return cudaGetLastError();
+    });
+    std::printf("%10d %10.3f %12.0f %12.2f %12.2f\n", budget, ms, rows / (ms * 1e-3),
+                MeanIterations(counters, b * l.H),
+                budget == o.iterations ? 1e3 * (ms - previous) / std::max(1, budget - 1) : 0.0);
+    previous = ms;
+  }
+}
+
+std::vector<int> ParseList(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    v.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    if (end == p || v.back() <= 0) {
+      std::fprintf(stderr, "mesa_kernel_bench: bad list '%s'\n", s);
+      std::exit(2);
+    }
+    p = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "mesa_kernel_bench: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const char* value = argv[++i];
+    const int number = std::atoi(value);
+    if (flag == "--batches") {
+      o.batches = ParseList(value);
+    } else if (flag == "--heads" && number > 0) {
+      o.heads = number;
+    } else if (flag == "--head-dim" && (number == 64 || number == 128)) {
+      o.head_dim = number;
+    } else if (flag == "--conv" && number >= 1 && number <= kMaxConvSize) {
+      o.conv = number;
+    } else if (flag == "--iterations" && number >= 2) {
+      o.iterations = number;
+    } else if (flag == "--reps" && number > 0) {
+      o.reps = number;
+    } else if (flag == "--prefill-batch" && number >= 0) {
+      o.prefill_batch = number;
+    } else if (flag == "--prefill-tokens" && number > 0) {
+      o.prefill_tokens = number;
+    } else if (flag == "--sm-count" && number > 0) {
+      o.sm_count = number;
+    } else {
+      std::fprintf(stderr, "mesa_kernel_bench: bad flag or value: %s %s\n", flag.c_str(), value);
+      return 2;
+    }
+  }
+  if (QueryCudaDevices().empty()) {
+    std::fprintf(stderr, "mesa_kernel_bench: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  Check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  std::mt19937 rng(7);
+  BenchDecode(o, o.sm_count > 0 ? o.sm_count : prop.multiProcessorCount, rng);
+  if (o.prefill_batch > 0) BenchPrefill(o, rng);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ridge::cuda
+
+int main(int argc, char** argv) { return ridge::cuda::Main(argc, argv); }
