@@ -119,7 +119,7 @@ __global__ void TailsKernel(MesaPrefillArgs a) {
 // consecutive columns per thread they were 4-way conflicted: a smem-bound kernel, 8x slower).
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) ChunkStatesKernel(MesaPrefillArgs a) {
+__global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs a) {
   constexpr int kRowBlocks = D / 32, kCols = D / 8;
   __shared__ float k_rows[kL][32];               // k_t[i] for this block's rows
   __shared__ __align__(16) float x_cols[kL][D];  // k_t (Hs) or v_t (Gs), all columns
