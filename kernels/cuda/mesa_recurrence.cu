@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
       const float4 lambda4 = reinterpret_cast<const float4*>(a.weights.lambda + head * D)[c4];
       // p_{k-1}, s_{k-1} = A p_{k-1}, ||r_{k-1}||^2 and (p_{k-1}, A p_{k-1}) / ||r_{k-1}||^4.
-      float p_i = 0.0f, s_i = 0.0f, gamma_prev = 1.0f, curvature_prev = 0.0f;
+      float p_i = 0.0f, s_i = 0.0f, r_sq_prev = 1.0f, curvature_prev = 0.0f;
       while (!converged(delta) && iteration < max_iterations) {
         if (iteration < 2 * kChunks) background_step(iteration);
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -393,12 +393,12 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
         }
         reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
         const float2 sums = BlockSum2<kWarps>(rar, rr, reduce, region);  // barrier 1
-        const float gamma = sums.y;                                      // ||r_k||^2
-        delta = gamma;
-        if (gamma == 0.0f || converged(gamma)) break;
-        // (p_k, A p_k) = (r_k, A r_k) - beta_k^2 (p_{k-1}, A p_{k-1}), beta_k = gamma / gamma_prev.
-        float p_ap = sums.x - gamma * gamma * curvature_prev;
-        float beta_cg = iteration == 0 ? 0.0f : gamma / gamma_prev;
+        const float r_sq = sums.y;                                       // ||r_k||^2
+        delta = r_sq;
+        if (r_sq == 0.0f || converged(r_sq)) break;
+        // (p_k, A p_k) = (r_k, A r_k) - beta_k^2 (p_{k-1}, A p_{k-1}), beta_k = r_sq / r_sq_prev.
+        float p_ap = sums.x - r_sq * r_sq * curvature_prev;
+        float beta_cg = iteration == 0 ? 0.0f : r_sq / r_sq_prev;
         if (!(p_ap > 0.0f)) {
           // The recurrence cancelled to nothing, which happens once the residual is at rounding
           // level: restart from p_k = r_k, whose (p, A p) = (r, A r) was computed directly, so a
@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
           beta_cg = 0.0f;
           if (!(p_ap > 0.0f)) break;
         }
-        const float alpha = gamma / p_ap;
+        const float alpha = r_sq / p_ap;
         if (tid < D) {
           float w_i = lambda_i * r_i;  // (A r_k)_i
 #pragma unroll
@@ -419,8 +419,8 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
           r_i -= alpha * s_i;
           r_s[tid] = r_i;  // every read of r_s this iteration came before barrier 1
         }
-        curvature_prev = p_ap / (gamma * gamma);
-        gamma_prev = gamma;
+        curvature_prev = p_ap / (r_sq * r_sq);
+        r_sq_prev = r_sq;
         ++iteration;
         __syncthreads();  // barrier 2: r_{k+1} published, partial consumed
       }
