@@ -115,8 +115,9 @@ __global__ void TailsKernel(MesaPrefillArgs a) {
 // ---------------------------------------------------------------------------------------------
 // 3. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns row
 // 32 * block + t / 8 and the float4 column groups t % 8 + 8 j (j < D/32): the 8 threads of a row
-// read 128 consecutive bytes of a shared-memory row at once, without bank conflicts (with D/8
-// consecutive columns per thread they were 4-way conflicted: a smem-bound kernel, 8x slower).
+// read 128 consecutive bytes of a shared-memory row at once, without bank conflicts. (With D/8
+// consecutive columns per thread the reads were 4-way conflicted and this scan took 2.35 of the
+// 3.25 ms of a 0-iteration 140M prefill layer at 8 x 2048 on an H200; that layer now takes 1.55.)
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs a) {
