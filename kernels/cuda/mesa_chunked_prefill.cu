@@ -6,6 +6,7 @@
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
+#include "kernels/mesa_slot_layout.h"
 
 namespace ridge::cuda {
 namespace {
@@ -43,8 +44,8 @@ __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
   const int H = a.num_heads, K = H * D, W = a.conv_size, tid = threadIdx.x;
   const bool conv_thread = tid < 2 * D;  // head_dim 64 leaves half of the block idle here
   const int which = conv_thread ? tid / D : 0, channel = head * D + tid % D;
-  const float* tail = LayerBase(a, j) + 2 * static_cast<int64_t>(H) * D * D +
-                      static_cast<int64_t>(which) * (W - 1) * K;
+  const float* tail =
+      LayerBase(a, j) + SlotTailsOffset(H, D) + static_cast<int64_t>(which) * (W - 1) * K;
   const float* weight = (which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
   float w[kMaxConvSize];
 #pragma unroll
@@ -91,7 +92,7 @@ __global__ void TailsKernel(MesaPrefillArgs a) {
   const int j = blockIdx.x;
   const int H = a.num_heads, K = H * a.head_dim, W = a.conv_size;
   const int begin = a.table.row_begin[j], count = a.table.row_count[j];
-  float* tails = LayerBase(a, j) + 2 * static_cast<int64_t>(H) * a.head_dim * a.head_dim;
+  float* tails = LayerBase(a, j) + SlotTailsOffset(H, a.head_dim);
   for (int c = threadIdx.x; c < 2 * K; c += blockDim.x) {
     const int which = c / K, channel = c % K;
     float* tail = tails + static_cast<int64_t>(which) * (W - 1) * K;
@@ -134,12 +135,23 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
   const int r = row_block * 32 + tid / 8;
   auto column = [&](int c) { return 4 * (tid % 8 + 8 * (c / 4)) + c % 4; };  // of m[c]
-  float* state = LayerBase(a, j) + static_cast<int64_t>(matrix * H + head) * D * D;
+  // Gs is stored whole; Hs packed to its upper 4x4 blocks (kernels/mesa_slot_layout.h), so a
+  // float4 group left of row r's diagonal block is a column of the block above the diagonal.
+  float* state = LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
+  auto stored = [&](int c) { return matrix == 1 || column(c) / 4 >= r / 4; };
+  auto offset = [&](int c) {
+    return matrix == 0 ? PackedHsOffset(D, r, column(c) / 4) : r * D + column(c);
+  };
   float m[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; c += 4) {
-    const float4 v = *reinterpret_cast<const float4*>(state + r * D + column(c));
-    m[c] = v.x, m[c + 1] = v.y, m[c + 2] = v.z, m[c + 3] = v.w;
+    if (stored(c)) {
+      const float4 v = *reinterpret_cast<const float4*>(state + offset(c));
+      m[c] = v.x, m[c + 1] = v.y, m[c + 2] = v.z, m[c + 3] = v.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) m[c + e] = state[PackedHsOffset(D, column(c) + e, r / 4) + r % 4];
+    }
   }
   const int begin = a.table.row_begin[j], count = a.table.row_count[j];
   const float* x_src = matrix == 0 ? a.k_norm : a.proj;
@@ -208,8 +220,10 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   }
 #pragma unroll
   for (int c = 0; c < kCols; c += 4) {
-    *reinterpret_cast<float4*>(state + r * D + column(c)) =
-        make_float4(m[c], m[c + 1], m[c + 2], m[c + 3]);
+    if (stored(c)) {
+      *reinterpret_cast<float4*>(state + offset(c)) =
+          make_float4(m[c], m[c + 1], m[c + 2], m[c + 3]);
+    }
   }
 }
 

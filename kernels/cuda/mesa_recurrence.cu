@@ -6,6 +6,7 @@
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
+#include "kernels/mesa_slot_layout.h"
 
 namespace ridge::cuda {
 namespace {
@@ -23,19 +24,30 @@ constexpr int kMaxStateChunks = 8;
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
-__device__ __forceinline__ float WarpSum(float v) {
+struct Plus {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Min {
+  __device__ float operator()(float a, float b) const { return fminf(a, b); }
+};
+
+template <typename Op = Plus>
+__device__ __forceinline__ float WarpReduce(float v, Op op = {}) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
 // Hs lives in registers: thread (part, c4) holds rows [part * kRows, +kRows) of columns
-// 4c4..4c4+3 as kRows float4 (64 floats at D = 128 with 256 threads), for the whole block. Gs lives
+// 4c4..4c4+3 as kRows float4 (64 floats at D = 128 with 256 threads), for the whole block: whole
+// 4x4 blocks of it, which the packed Hs in the state (kernels/mesa_slot_layout.h) stores. Gs lives
 // in shared memory, copied in asynchronously while the first solve runs; each thread copies,
 // updates and writes back exactly the float4s of Gs at its own (rows, columns), so Gs needs no
 // barriers. Shared memory (floats):
 template <int D, int Threads, int Taps>
 struct Layout {
+  static constexpr int kD = D;
   static constexpr int kThreads = Threads;
   static constexpr int kTaps = Taps;  // the largest conv size this shape takes
   static constexpr int kWarps = Threads / 32;
@@ -61,25 +73,26 @@ struct Layout {
   static_assert(kRows % 4 == 0, "the solve reads a thread's rows of vectors as float4");
 };
 
-// Block-wide sum; every thread gets the result. Alternating regions make one barrier enough.
-template <int Warps>
-__device__ __forceinline__ float BlockSum(float v, float* reduce, int& region) {
-  v = WarpSum(v);
+// Block-wide reduction (a sum unless told); every thread gets the result. Alternating regions
+// make one barrier enough.
+template <int Warps, typename Op = Plus>
+__device__ __forceinline__ float BlockSum(float v, float* reduce, int& region, Op op = {}) {
+  v = WarpReduce(v, op);
   float* slots = reduce + region * 2 * Warps;
   region ^= 1;
   if ((threadIdx.x & 31) == 0) slots[threadIdx.x >> 5] = v;
   __syncthreads();
-  float total = 0.0f;
+  float total = slots[0];
 #pragma unroll
-  for (int w = 0; w < Warps; ++w) total += slots[w];
+  for (int w = 1; w < Warps; ++w) total = op(total, slots[w]);
   return total;
 }
 
 // Two block-wide sums at once (same regions as BlockSum).
 template <int Warps>
 __device__ __forceinline__ float2 BlockSum2(float a, float b, float* reduce, int& region) {
-  a = WarpSum(a);
-  b = WarpSum(b);
+  a = WarpReduce(a);
+  b = WarpReduce(b);
   float* slots = reduce + region * 2 * Warps;
   region ^= 1;
   if ((threadIdx.x & 31) == 0) {
@@ -135,23 +148,72 @@ struct StateChunk {
   static constexpr int kChunks = L::kRows < kMaxStateChunks ? L::kRows : kMaxStateChunks;
   static constexpr int kChunkRows = L::kRows / kChunks;
   static_assert(kChunkRows * kChunks == L::kRows, "rows must split into the chunks");
+  static_assert(4 % kChunkRows == 0, "a chunk's rows must lie in one 4-row block");
+  // The matrix row of this thread's r-th row of the chunk.
+  __device__ static int Row(int chunk, int r) {
+    return threadIdx.x / L::kCols4 * L::kRows + chunk * kChunkRows + r;
+  }
   // Float4 index in a [D, D] matrix of this thread's r-th row of the chunk.
   __device__ static int At(int chunk, int r) {
-    const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
-    return (part * L::kRows + chunk * kChunkRows + r) * L::kCols4 + c4;
+    return Row(chunk, r) * L::kCols4 + threadIdx.x % L::kCols4;
   }
 };
 
-// Stores chunk `chunk` of this thread's Hs registers. The registers need compile-time indices,
-// so each chunk is its own unrolled store, picked by comparison.
+// This thread's Hs registers from the packed Hs of the state, which holds the 4x4 blocks (I, J)
+// with J >= I, through shared memory (`staging`, free until Gs is copied in): the block copies
+// the packed triangle in coalesced 16-byte pieces, then each thread takes its blocks, those
+// below the diagonal (J = c4 < I) as block (J, I) transposed. (Reading the transposed blocks
+// straight from global memory scattered a warp's loads over up to 32 block-rows and made the
+// 140M step slower than the unpacked layout on an H200: batch 64 1.38 -> 1.42 ms.)
+template <typename L>
+__device__ __forceinline__ void LoadPackedHs(float4 (&h)[L::kRows], const float* g_hs,
+                                             float4* staging) {
+  constexpr int kFloat4s = static_cast<int>(PackedHsFloats(L::kD) / 4);
+  const float4* src = reinterpret_cast<const float4*>(g_hs);
+#pragma unroll
+  for (int i = threadIdx.x; i < kFloat4s; i += L::kThreads) {
+    __pipeline_memcpy_async(staging + i, src + i, sizeof(float4));
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  const int c4 = threadIdx.x % L::kCols4, part = threadIdx.x / L::kCols4;
+#pragma unroll
+  for (int b = 0; b < L::kRows / 4; ++b) {
+    const int block = part * (L::kRows / 4) + b;
+    if (c4 >= block) {  // rows 4 block + j of the stored block (block, c4), D - 4 block apart
+      const float4* rows = staging + PackedHsOffset(L::kD, 4 * block, c4) / 4;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) h[4 * b + j] = rows[j * (L::kD - 4 * block) / 4];
+    } else {  // column j of the stored block (c4, block), whose rows are D - 4 c4 apart
+      const float* rows =
+          reinterpret_cast<const float*>(staging) + PackedHsOffset(L::kD, 4 * c4, block);
+      const int stride = L::kD - 4 * c4;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        h[4 * b + j] =
+            make_float4(rows[j], rows[stride + j], rows[2 * stride + j], rows[3 * stride + j]);
+      }
+    }
+  }
+}
+
+// Stores chunk `chunk` of this thread's Hs registers where the packed Hs keeps them (on or
+// above the diagonal blocks). The registers need compile-time indices, so each chunk is its own
+// unrolled store, picked by comparison; the addresses come from the run-time chunk, so that the
+// compiler does not hoist every chunk's address out of the solve loop into registers.
 template <typename L, int... Chunk>
-__device__ __forceinline__ void StoreHsChunk(const float4 (&h)[L::kRows], float4* dst, int chunk,
+__device__ __forceinline__ void StoreHsChunk(const float4 (&h)[L::kRows], float* g_hs, int chunk,
                                              std::integer_sequence<int, Chunk...>) {
   using C = StateChunk<L>;
+  const int c4 = threadIdx.x % L::kCols4, row = C::Row(chunk, 0), block = row / 4;
+  if (c4 < block) return;  // below the diagonal: the transposed block is stored instead
+  float4* dst = reinterpret_cast<float4*>(g_hs + PackedHsOffset(L::kD, row, c4));
+  const int stride4 = (L::kD - 4 * block) / 4;  // float4s between rows of the block-row
   auto store = [&](auto c) {
     if (chunk != c.value) return;
 #pragma unroll
-    for (int r = 0; r < C::kChunkRows; ++r) dst[C::At(c.value, r)] = h[c.value * C::kChunkRows + r];
+    for (int r = 0; r < C::kChunkRows; ++r) dst[r * stride4] = h[c.value * C::kChunkRows + r];
   };
   (store(std::integral_constant<int, Chunk>{}), ...);
 }
@@ -208,18 +270,14 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
 
   float* layer_state =
       a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer * a.layer_floats;
-  float* g_hs = layer_state + static_cast<int64_t>(head) * D * D;
-  float* g_gs = layer_state + static_cast<int64_t>(H + head) * D * D;
-  float* q_tail = layer_state + 2 * static_cast<int64_t>(H) * D * D;  // [W-1, K]
+  float* g_hs = layer_state + SlotHsOffset(D, head);  // packed
+  float* g_gs = layer_state + SlotGsOffset(H, D, head);
+  float* q_tail = layer_state + SlotTailsOffset(H, D);  // [W-1, K]
   float* k_tail = q_tail + static_cast<int64_t>(W - 1) * K;
 
   const int c4 = tid % L::kCols4, part = tid / L::kCols4;
   float4 h[L::kRows];  // this thread's share of Hs for the whole block; Gs comes during the solve
-  {
-    const float4* src = reinterpret_cast<const float4*>(g_hs);
-#pragma unroll
-    for (int r = 0; r < L::kRows; ++r) h[r] = src[(part * L::kRows + r) * L::kCols4 + c4];
-  }
+  LoadPackedHs<L>(h, g_hs, gs_s);  // the barriers before the first Gs copy end its reads
 
   // Conv slot c in [0, 2D) is q channel head*D + c for c < D, else k channel head*D + c - D;
   // thread tid convolves slots tid + i * Threads, i < kChannels. A slot's raw tail, oldest
@@ -239,6 +297,8 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
   const float lambda_i = tid < D ? a.weights.lambda[head * D + tid] : 0.0f;
   const float o_norm_i = tid < D ? a.weights.o_norm[tid] : 0.0f;
   const float a_bias = a.weights.a_bias[head], b_bias = a.weights.b_bias[head];
+  // A = Hs + diag(lambda) with Hs PSD, so min lambda bounds its spectrum below (see the solve).
+  const float lambda_min = BlockSum<kWarps>(tid < D ? lambda_i : INFINITY, reduce, region, Min{});
   const int a_col = a.proj_cols - 2 * H, b_col = a.proj_cols - H;
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16);
 
@@ -321,8 +381,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     auto background_step = [&](int step) {
       if (step < kChunks) {
         if (last_token) {
-          StoreHsChunk<L>(h, reinterpret_cast<float4*>(g_hs), step,
-                          std::make_integer_sequence<int, kChunks>{});
+          StoreHsChunk<L>(h, g_hs, step, std::make_integer_sequence<int, kChunks>{});
         }
         if (t == 0) {
           for (int r = 0; r < StateChunk<L>::kChunkRows; ++r) {
@@ -345,7 +404,10 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     // its inner products, (r_k, A r_k) from the product's partial sums and (r_k, r_k), from one
     // block-wide sum; the direction p_k and s_k = A p_k follow by recurrences in the threads
     // owning their elements. One reduction and two barriers per iteration, where the textbook
-    // form needs two reductions in sequence. Same iterates in exact arithmetic.
+    // form needs two reductions in sequence. Same iterates in exact arithmetic. The three scalar
+    // divisions use __fdividef (2 ulp; its operands here are far from its 2^126 limit): IEEE
+    // division's slow-path-capable sequence sat on every thread's critical path, and dropping
+    // it took an iteration from 0.65 to 0.50 us at batch 1 on an H200.
     const float q_i = tid < D ? q_s[tid] : 0.0f;
     float x_i = 0.0f, r_i = q_i;
     if (jacobi) {
@@ -398,17 +460,19 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
         if (r_sq == 0.0f || converged(r_sq)) break;
         // (p_k, A p_k) = (r_k, A r_k) - beta_k^2 (p_{k-1}, A p_{k-1}), beta_k = r_sq / r_sq_prev.
         float p_ap = sums.x - r_sq * r_sq * curvature_prev;
-        float beta_cg = iteration == 0 ? 0.0f : r_sq / r_sq_prev;
-        if (!(p_ap > 0.0f)) {
-          // The recurrence cancelled to nothing, which happens once the residual is at rounding
-          // level: restart from p_k = r_k, whose (p, A p) = (r, A r) was computed directly, so a
-          // zero-tolerance solve still runs its whole budget as the textbook form does. A is
-          // SPD, so (r, A r) <= 0 only when r vanished.
+        float beta_cg = iteration == 0 ? 0.0f : __fdividef(r_sq, r_sq_prev);
+        if (!(p_ap > 0.5f * lambda_min * r_sq)) {
+          // In exact arithmetic (p_k, A p_k) >= lambda_min(A) ||p_k||^2 >= min_i lambda_i r_sq
+          // (||p_k|| >= ||r_k||), so a value below half that bound means the recurrence lost its
+          // accuracy to cancellation, as it does once the residual is at rounding level. Restart
+          // from p_k = r_k, whose (p, A p) = (r, A r) was computed directly: a zero-tolerance
+          // solve still runs its whole budget as the textbook form does, and no step is taken
+          // with a (p, A p) near zero. A is SPD, so (r, A r) <= 0 only when r vanished.
           p_ap = sums.x;
           beta_cg = 0.0f;
           if (!(p_ap > 0.0f)) break;
         }
-        const float alpha = r_sq / p_ap;
+        const float alpha = __fdividef(r_sq, p_ap);
         if (tid < D) {
           float w_i = lambda_i * r_i;  // (A r_k)_i
 #pragma unroll
@@ -419,7 +483,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
           r_i -= alpha * s_i;
           r_s[tid] = r_i;  // every read of r_s this iteration came before barrier 1
         }
-        curvature_prev = p_ap / (r_sq * r_sq);
+        curvature_prev = __fdividef(__fdividef(p_ap, r_sq), r_sq);
         r_sq_prev = r_sq;
         ++iteration;
         __syncthreads();  // barrier 2: r_{k+1} published, partial consumed

@@ -57,7 +57,7 @@ struct MesaRecurrenceArgs {
   const float* proj;
   int32_t proj_cols;
   // Slot s, layer l starts at state_pool + s * slot_floats + l * layer_floats, laid out as
-  // MesaState: Hs [H, D, D], Gs [H, D, D], q tail [W-1, K], k tail [W-1, K].
+  // kernels/mesa_slot_layout.h says: packed Hs, Gs [H, D, D], q tail [W-1, K], k tail [W-1, K].
   float* state_pool;
   int64_t slot_floats;
   int64_t layer_floats;

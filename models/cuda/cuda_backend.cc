@@ -16,6 +16,7 @@
 #include "kernels/cuda/row_kernels.h"
 #include "kernels/cuda/token_sampling.h"
 #include "models/cuda/device_memory.h"
+#include "models/slot_packing.h"
 
 namespace ridge {
 
@@ -674,7 +675,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   impl->sm_count = prop.multiProcessorCount;
   const int64_t c = config.hidden_size;
   impl->proj_cols = static_cast<int64_t>(weights.layers.at(0).in_proj.size()) / c;
-  impl->layer_floats = MesaState(config).data().size() / config.num_hidden_layers;
+  impl->layer_floats = SlotShape::Of(config).packed_layer_floats();
   impl->slot_floats = impl->layer_floats * config.num_hidden_layers;
 
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
@@ -803,30 +804,37 @@ absl::Status CudaBackend::ForwardSample(std::span<const SlotChunk> chunks,
   return absl::OkStatus();
 }
 
+// The pool keeps Hs packed (kernels/mesa_slot_layout.h); MesaState keeps it whole.
 absl::Status CudaBackend::ReadSlot(int64_t slot, MesaState* state) const {
   RETURN_IF_ERROR(CheckSlot(slot));
-  if (static_cast<int64_t>(state->data().size()) != impl_->slot_floats) {
+  const SlotShape shape = SlotShape::Of(impl_->config);
+  if (static_cast<int64_t>(state->data().size()) != shape.layers * shape.state_layer_floats()) {
     return absl::InvalidArgumentError("state of another model");
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  std::vector<float> packed(impl_->slot_floats);
+  RIDGE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(packed.data(), impl_->state_pool.as<float>() + slot * impl_->slot_floats,
+                 impl_->slot_floats * sizeof(float), cudaMemcpyDeviceToHost));
   state->Reset();
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(
-      state->mutable_data().data(), impl_->state_pool.as<float>() + slot * impl_->slot_floats,
-      impl_->slot_floats * sizeof(float), cudaMemcpyDeviceToHost));
+  UnpackSlot(shape, packed, state->mutable_data());
   state->AddTokens(impl_->slot_tokens[slot]);
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::WriteSlot(int64_t slot, const MesaState& state) {
   RETURN_IF_ERROR(CheckSlot(slot));
-  if (static_cast<int64_t>(state.data().size()) != impl_->slot_floats) {
+  const SlotShape shape = SlotShape::Of(impl_->config);
+  if (static_cast<int64_t>(state.data().size()) != shape.layers * shape.state_layer_floats()) {
     return absl::InvalidArgumentError("state of another model");
   }
+  std::vector<float> packed(impl_->slot_floats);
+  PackSlot(shape, state.data(), packed);
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl_->state_pool.as<float>() + slot * impl_->slot_floats,
-                                        state.data().data(), impl_->slot_floats * sizeof(float),
+                                        packed.data(), impl_->slot_floats * sizeof(float),
                                         cudaMemcpyHostToDevice));
   impl_->slot_tokens[slot] = state.tokens();
   return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
 #include "models/cuda/device_memory.h"
+#include "models/slot_packing.h"
 #include "tests/support/bf16_weights.h"
 #include "tests/support/logit_agreement.h"
 
@@ -359,6 +360,18 @@ TEST_F(CudaMechanicsTest, SlotsCopyWriteReadAndReset) {
   ASSERT_TRUE((*gpu)->ReadSlot(1, &s1).ok());
   EXPECT_EQ(s0.tokens(), 30);
   EXPECT_TRUE(std::equal(s0.data().begin(), s0.data().end(), s1.data().begin()));
+  // The pool keeps each Hs packed to its upper 4x4 blocks, so a slot is smaller than MesaState
+  // and Hs comes back symmetric outside the diagonal blocks (inside them both halves are kept).
+  const SlotShape shape = SlotShape::Of(config_);
+  EXPECT_EQ((*gpu)->state_bytes_per_slot(),
+            shape.layers * shape.packed_layer_floats() * static_cast<int64_t>(sizeof(float)));
+  EXPECT_LT((*gpu)->state_bytes_per_slot(), s0.data().size() * sizeof(float));
+  const int64_t d = config_.head_dim;
+  for (int64_t i = 0; i < d; ++i) {
+    for (int64_t j = 0; j < d; ++j) {
+      if (i / 4 != j / 4) ASSERT_EQ(s0.hs(0)[i * d + j], s0.hs(0)[j * d + i]) << i << "," << j;
+    }
+  }
   // A state written from the host continues exactly like the one it was read from.
   ASSERT_TRUE((*gpu)->WriteSlot(2, s0).ok());
   const int32_t token = 7;

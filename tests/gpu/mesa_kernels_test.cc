@@ -14,6 +14,7 @@
 #include "kernels/cuda/mesa_chunked_prefill.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "kernels/device_info.h"
+#include "models/slot_packing.h"
 
 namespace ridge::cuda {
 namespace {
@@ -222,7 +223,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
   const Inputs in = MakeInputs(s, 1234 + s.d + s.n);
   const Reference ref = Compute(in);
   const int K = in.K, H = s.h, D = s.d;
-  const int64_t layer_floats = static_cast<int64_t>(in.state.size());
+  const SlotShape shape{1, H, D, s.w};  // the pool holds Hs packed (kernels/mesa_slot_layout.h)
+  const int64_t layer_floats = shape.packed_layer_floats();
   const int chunks = (s.n + kPrefillChunk - 1) / kPrefillChunk;
 
   // Chunked prefill, then token by token in both block shapes (sm_count picks the shape: a huge
@@ -233,7 +235,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
                  : path == 1 ? "token by token, 2 blocks per SM"
                              : "token by token, 3 blocks per SM");
     std::vector<float> pool(2 * layer_floats, -7.0f);  // slot 0: poison that must stay
-    std::copy(in.state.begin(), in.state.end(), pool.begin() + layer_floats);
+    PackSlot(shape, in.state, std::span<float>(pool).subspan(layer_floats));
     float* d_pool = Upload(pool);
     float* d_proj = Upload(in.proj);
     MesaLayerTensors weights{Upload(in.q_conv), Upload(in.k_conv), Upload(in.lambda),
@@ -293,14 +295,15 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     EXPECT_TRUE(std::all_of(got_pool.begin(), got_pool.begin() + layer_floats, [](float x) {
       return x == -7.0f;
     })) << "slot 0 was written";
-    const std::vector<float> state(got_pool.begin() + layer_floats, got_pool.end());
+    std::vector<float> state(in.state.size());
+    UnpackSlot(shape, std::span<const float>(got_pool).subspan(layer_floats), state);
     const int64_t hs_floats = static_cast<int64_t>(H) * D * D;
     const double hs_err = RelativeError(state, ref.final_state.data(), hs_floats);
     const double gs_err = RelativeError(std::vector<float>(state.begin() + hs_floats, state.end()),
                                         ref.final_state.data() + hs_floats, hs_floats);
     const double tail_err =
         RelativeError(std::vector<float>(state.begin() + 2 * hs_floats, state.end()),
-                      ref.final_state.data() + 2 * hs_floats, layer_floats - 2 * hs_floats);
+                      ref.final_state.data() + 2 * hs_floats, state.size() - 2 * hs_floats);
     std::vector<float> out(static_cast<size_t>(s.n) * K);
     const std::vector<uint16_t> bits = Download(d_out, out.size());
     for (size_t i = 0; i < out.size(); ++i) out[i] = Bf16ToFloat(bits[i]);

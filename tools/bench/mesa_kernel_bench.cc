@@ -6,6 +6,8 @@
 //   mesa_kernel_bench [--heads 6] [--head-dim 128] [--conv 4] [--batches 1,16,64,256]
 //                     [--iterations 30] [--prefill-batch 8] [--prefill-tokens 2048] [--reps 20]
 //                     [--sm-count N (as if the GPU had N SMs: picks the decode block shape)]
+//                     [--layers 14 (state layers per slot; consecutive launches cycle through
+//                      them, so the state is not L2-resident, as in a model step)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,6 +22,8 @@
 #include "kernels/cuda/mesa_chunked_prefill.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "kernels/device_info.h"
+#include "kernels/mesa_slot_layout.h"
+#include "models/slot_packing.h"
 
 namespace ridge::cuda {
 namespace {
@@ -29,6 +33,7 @@ struct Options {
   std::vector<int> batches = {1, 16, 64, 256};
   int prefill_batch = 8, prefill_tokens = 2048;
   int sm_count = 0;  // 0: the device's (it picks the decode kernel's block shape)
+  int layers = 14;
 };
 
 void Check(cudaError_t e, const char* what) {
@@ -57,15 +62,18 @@ std::vector<float> Normal(size_t n, float scale, std::mt19937& rng) {
 struct Layer {
   int H, D, W, K, P;
   int64_t layer_floats;
+  int layers;  // copies of the layer's state per slot
   MesaLayerTensors weights;
   float* pool;
 };
 
 Layer MakeLayer(const Options& o, int slots, std::mt19937& rng) {
-  Layer l{o.heads, o.head_dim, o.conv, o.heads * o.head_dim, 3 * o.heads * o.head_dim + 2 * o.heads,
-          0,       {},         nullptr};
+  Layer l{
+      o.heads,  o.head_dim, o.conv, o.heads * o.head_dim, 3 * o.heads * o.head_dim + 2 * o.heads, 0,
+      o.layers, {},         nullptr};
   const int D = l.D;
-  l.layer_floats = 2LL * l.H * D * D + 2LL * (l.W - 1) * l.K;
+  const SlotShape shape{1, l.H, D, l.W};
+  l.layer_floats = shape.packed_layer_floats();
   std::vector<float> hs(static_cast<size_t>(D) * D, 0.0f);
   for (int term = 0; term < 64; ++term) {
     std::vector<float> k = Normal(D, 1.0f, rng);
@@ -75,13 +83,15 @@ Layer MakeLayer(const Options& o, int slots, std::mt19937& rng) {
       for (int j = 0; j < D; ++j) hs[i * D + j] += 0.3f * k[i] * k[j] / norm;
     }
   }
+  std::vector<float> state(shape.state_layer_floats());  // MesaState's layout, then packed
+  for (int h = 0; h < l.H; ++h) std::copy(hs.begin(), hs.end(), state.begin() + h * D * D);
+  std::vector<float> rest = Normal(state.size() - l.H * D * D, 0.2f, rng);
+  std::copy(rest.begin(), rest.end(), state.begin() + l.H * D * D);
   std::vector<float> slot(l.layer_floats);
-  for (int h = 0; h < l.H; ++h) std::copy(hs.begin(), hs.end(), slot.begin() + h * D * D);
-  std::vector<float> rest = Normal(l.layer_floats - l.H * D * D, 0.2f, rng);
-  std::copy(rest.begin(), rest.end(), slot.begin() + l.H * D * D);
+  PackSlot(shape, state, slot);
   std::vector<float> pool;
-  pool.reserve(slot.size() * slots);
-  for (int s = 0; s < slots; ++s) pool.insert(pool.end(), slot.begin(), slot.end());
+  pool.reserve(slot.size() * slots * l.layers);
+  for (int s = 0; s < slots * l.layers; ++s) pool.insert(pool.end(), slot.begin(), slot.end());
   l.pool = Upload(pool);
   std::vector<float> lambda(l.K), o_norm(D, 1.0f);
   std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
@@ -106,7 +116,7 @@ void FillCommon(Args& a, const Layer& l, const float* proj, void* out, SolveCoun
   a.proj = proj;
   a.proj_cols = l.P;
   a.state_pool = l.pool;
-  a.slot_floats = l.layer_floats;
+  a.slot_floats = l.layer_floats * l.layers;
   a.layer_floats = l.layer_floats;
   a.layer = 0;
   a.out_bf16 = out;
@@ -171,6 +181,7 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
                      Upload(jacobi)};
       Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
       times[i] = MedianMs(o.reps, [&] {
+        a.layer = (a.layer + 1) % l.layers;
         LaunchMesaRecurrence(a, nullptr);
         return cudaGetLastError();
       });
@@ -215,6 +226,7 @@ void BenchPrefill(const Options& o, std::mt19937& rng) {
                chunks};
     Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
     const float ms = MedianMs(o.reps, [&] {
+      a.layer = (a.layer + 1) % l.layers;
       LaunchMesaChunkedPrefill(a, nullptr);
       return cudaGetLastError();
     });
@@ -267,6 +279,8 @@ int Main(int argc, char** argv) {
       o.prefill_tokens = number;
     } else if (flag == "--sm-count" && number > 0) {
       o.sm_count = number;
+    } else if (flag == "--layers" && number > 0) {
+      o.layers = number;
     } else {
       std::fprintf(stderr, "mesa_kernel_bench: bad flag or value: %s %s\n", flag.c_str(), value);
       return 2;
