@@ -420,12 +420,13 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     if (tid < D) r_s[tid] = r_i;  // the Jacobi product's reads all precede the barrier below
     float delta = BlockSum<kWarps>(r_i * r_i, reduce, region);  // ||r||^2; publishes r_s
     const float initial_norm = sqrtf(delta);
-    const float stop_norm = tolerance * initial_norm;
+    // |r| <= tolerance |r_0|, compared squared: no square root on the iteration's critical path.
+    const float stop_sq = (tolerance * initial_norm) * (tolerance * initial_norm);
     int iteration = 0;
     float relative_residual = 0.0f;
     bool capped = false;
     if (initial_norm > 0.0f) {
-      auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
+      auto converged = [&](float d) { return tolerance > 0.0f && d <= stop_sq; };
       const float4 lambda4 = reinterpret_cast<const float4*>(a.weights.lambda + head * D)[c4];
       // p_{k-1}, s_{k-1} = A p_{k-1}, ||r_{k-1}||^2 and (p_{k-1}, A p_{k-1}) / ||r_{k-1}||^4.
       float p_i = 0.0f, s_i = 0.0f, r_sq_prev = 1.0f, curvature_prev = 0.0f;

@@ -369,7 +369,9 @@ TEST_F(CudaMechanicsTest, SlotsCopyWriteReadAndReset) {
   const int64_t d = config_.head_dim;
   for (int64_t i = 0; i < d; ++i) {
     for (int64_t j = 0; j < d; ++j) {
-      if (i / 4 != j / 4) ASSERT_EQ(s0.hs(0)[i * d + j], s0.hs(0)[j * d + i]) << i << "," << j;
+      if (i / 4 != j / 4) {
+        ASSERT_EQ(s0.hs(0)[i * d + j], s0.hs(0)[j * d + i]) << i << "," << j;
+      }
     }
   }
   // A state written from the host continues exactly like the one it was read from.
