@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/row_kernels.h"
 
 namespace ridge::cuda {
@@ -31,6 +32,7 @@ __global__ void EmbedRowsKernel(const int32_t* ids, const __nv_bfloat16* table, 
 
 __global__ void RmsNormKernel(const float* in, const int32_t* row_index, const float* weight,
                               int64_t cols, float eps, __nv_bfloat16* out) {
+  WaitForPreviousKernel();
   const int64_t row = blockIdx.x;
   const float* src = in + (row_index != nullptr ? row_index[row] : row) * cols;
   float sum = 0.0f;
@@ -42,6 +44,7 @@ __global__ void RmsNormKernel(const float* in, const int32_t* row_index, const f
 }
 
 __global__ void SwiGluKernel(const float* in, int64_t rows, int64_t inter, __nv_bfloat16* out) {
+  WaitForPreviousKernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= rows * inter) return;
   const int64_t row = i / inter, col = i % inter;
@@ -93,18 +96,18 @@ cudaError_t LaunchRmsNormToBf16(const float* in, const int32_t* row_index, const
                                 int64_t rows, int64_t cols, float eps, void* out_bf16,
                                 cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormKernel<<<rows, kThreads, 0, stream>>>(in, row_index, weight, cols, eps,
-                                               static_cast<__nv_bfloat16*>(out_bf16));
-  return cudaGetLastError();
+  // Launched to overlap the tail of the product before it (see dependent_launch.h).
+  return LaunchDependent(RmsNormKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0,
+                         stream, in, row_index, weight, cols, eps,
+                         static_cast<__nv_bfloat16*>(out_bf16));
 }
 
 cudaError_t LaunchSwiGlu(const float* in, int64_t rows, int64_t inter, void* out_bf16,
                          cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const int64_t blocks = (rows * inter + kThreads - 1) / kThreads;
-  SwiGluKernel<<<blocks, kThreads, 0, stream>>>(in, rows, inter,
-                                                static_cast<__nv_bfloat16*>(out_bf16));
-  return cudaGetLastError();
+  return LaunchDependent(SwiGluKernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                         stream, in, rows, inter, static_cast<__nv_bfloat16*>(out_bf16));
 }
 
 cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int64_t stride,
