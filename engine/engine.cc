@@ -388,30 +388,20 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   report.decode_sequences = static_cast<int64_t>(plan.decode.size());
 
   if (!chunks.empty()) {
-    // When every sequence of the step decodes greedily without logprobs, the backend only takes
-    // an argmax; otherwise each sequence that ends its prompt or decodes gets a token pick.
-    const bool all_greedy = std::all_of(members.begin(), members.end(), [](const Sequence* s) {
-      return s->sampler.IsPlainArgmax() && !s->wants_logprobs();
-    });
-    std::vector<int32_t> greedy_tokens;
-    std::vector<TokenPick> picks;
-    std::vector<PickedToken> picked;
-    absl::Status status;
-    if (all_greedy) {
-      status = backend_->ForwardGreedy(chunks, &greedy_tokens);
-    } else {
-      picks.resize(chunks.size());
-      for (size_t i = 0; i < chunks.size(); ++i) {
-        Sequence& seq = *members[i];
-        const int64_t done = seq.prompt_done + (chunks[i].phase == SolvePhase::kPrefill
-                                                    ? static_cast<int64_t>(chunks[i].tokens.size())
-                                                    : 0);
-        if (done < static_cast<int64_t>(seq.request.prompt.size())) continue;  // no token yet
-        picks[i] = {&seq.sampler,  seq.sampler.NextDrawUniform(), seq.request.prompt,
-                    seq.generated, seq.wants_logprobs(),          seq.request.top_logprobs};
-      }
-      status = backend_->ForwardSample(chunks, picks, &picked);
+    // Each sequence that ends its prompt or decodes gets a token pick (when all of them are
+    // greedy without logprobs the backend only takes an argmax: ForwardPick).
+    std::vector<TokenPick> picks(chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Sequence& seq = *members[i];
+      const int64_t done = seq.prompt_done + (chunks[i].phase == SolvePhase::kPrefill
+                                                  ? static_cast<int64_t>(chunks[i].tokens.size())
+                                                  : 0);
+      if (done < static_cast<int64_t>(seq.request.prompt.size())) continue;  // no token yet
+      picks[i] = {&seq.sampler,  seq.sampler.NextDrawUniform(), seq.request.prompt,
+                  seq.generated, seq.wants_logprobs(),          seq.request.top_logprobs};
     }
+    std::vector<PickedToken> picked;
+    const absl::Status status = backend_->ForwardPick(chunks, picks, &picked);
     const SteadyTime now = std::chrono::steady_clock::now();
     report.seconds = Seconds(step_start, now);
     std::vector<RequestId> finished;
@@ -430,13 +420,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.request.prompt.size())) continue;
       }
-      PickedToken pick;
-      if (all_greedy) {
-        pick.token = greedy_tokens[i];
-      } else {
-        pick = std::move(picked[i]);
-      }
-      if (!Advance(seq, std::move(pick), now)) finished.push_back(seq.id);
+      if (!Advance(seq, std::move(picked[i]), now)) finished.push_back(seq.id);
     }
     std::erase_if(running_, [&](const std::unique_ptr<Sequence>& seq) {
       return std::find(finished.begin(), finished.end(), seq->id) != finished.end();

@@ -92,16 +92,22 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
   t = GenerationTimings{};
 
   std::vector<SlotChunk> chunks;
-  std::vector<float> logits;
-  auto sample_all = [&](std::span<ActiveSequence*> batch) {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      ActiveSequence& seq = *batch[i];
-      const int32_t token =
-          seq.sampler.Sample(std::span<const float>(logits).subspan(i * vocab, vocab),
-                             seq.request->prompt, seq.result->tokens);
-      ++t.generated_tokens;
-      seq.done = Accept(seq, token, config.eos_token_id);
+  // One step: every sequence of the batch gets its next token, picked as the engine picks it
+  // (ModelBackend::ForwardPick: on a GPU only the tokens cross to the host).
+  std::vector<TokenPick> picks;
+  std::vector<PickedToken> picked;
+  auto step = [&](std::span<ActiveSequence*> batch) -> absl::Status {
+    picks.clear();
+    for (ActiveSequence* seq : batch) {
+      picks.push_back({&seq->sampler, seq->sampler.NextDrawUniform(), seq->request->prompt,
+                       seq->result->tokens});
     }
+    RETURN_IF_ERROR(backend.ForwardPick(chunks, picks, &picked));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      ++t.generated_tokens;
+      batch[i]->done = Accept(*batch[i], picked[i].token, config.eos_token_id);
+    }
+    return absl::OkStatus();
   };
 
   auto start = std::chrono::steady_clock::now();
@@ -112,8 +118,7 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     batch.push_back(&seq);
     t.prompt_tokens += static_cast<int64_t>(seq.request->prompt.size());
   }
-  RETURN_IF_ERROR(backend.Forward(chunks, LogitsFor::kLastToken, &logits));
-  sample_all(batch);
+  RETURN_IF_ERROR(step(batch));
   t.prefill_seconds = SecondsSince(start);
 
   start = std::chrono::steady_clock::now();
@@ -130,9 +135,8 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
                         SolvePhase::kDecode});
     }
     if (batch.empty()) break;
-    RETURN_IF_ERROR(backend.Forward(chunks, LogitsFor::kLastToken, &logits));
+    RETURN_IF_ERROR(step(batch));
     ++t.decode_steps;
-    sample_all(batch);
   }
   t.decode_seconds = SecondsSince(start);
   return results;

@@ -1,5 +1,7 @@
 #include "models/model_backend.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise.h"
@@ -37,6 +39,21 @@ absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
       TopLogprobs(row, pick.top_logprobs, &out.top);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ModelBackend::ForwardPick(std::span<const SlotChunk> chunks,
+                                       std::span<const TokenPick> picks,
+                                       std::vector<PickedToken>* picked) {
+  const bool all_greedy = std::all_of(picks.begin(), picks.end(), [](const TokenPick& pick) {
+    return pick.sampler == nullptr || (pick.sampler->IsPlainArgmax() && !pick.logprobs);
+  });
+  if (!all_greedy) return ForwardSample(chunks, picks, picked);
+  RETURN_IF_ERROR(ValidatePicks(chunks, picks));
+  std::vector<int32_t> tokens;
+  RETURN_IF_ERROR(ForwardGreedy(chunks, &tokens));
+  picked->assign(chunks.size(), PickedToken{});
+  for (size_t i = 0; i < chunks.size(); ++i) (*picked)[i].token = tokens[i];
   return absl::OkStatus();
 }
 

@@ -74,6 +74,12 @@ class ModelBackend {
                                      std::span<const TokenPick> picks,
                                      std::vector<PickedToken>* picked);
 
+  // ForwardGreedy when every pick that wants a token is a plain argmax without logprobs (on a
+  // GPU only the ids then cross to the host), else ForwardSample. The one way a step's tokens
+  // are picked, for the engine and offline generation alike.
+  absl::Status ForwardPick(std::span<const SlotChunk> chunks, std::span<const TokenPick> picks,
+                           std::vector<PickedToken>* picked);
+
  protected:
   // Checks what every backend requires of a step: slots in range and distinct, tokens present
   // and in the vocabulary, solver options valid.
