@@ -52,6 +52,8 @@ class ModelBackend {
   virtual std::string_view name() const = 0;  // "cpu" or "cuda"
   virtual const MesaNetConfig& config() const = 0;
   virtual int64_t num_slots() const = 0;
+  // Bytes one slot's state takes in this backend's pool (the GPU's packs each Hs).
+  virtual int64_t state_bytes_per_slot() const { return config().StateBytes(); }
 
   // Clears a slot to the start of a sequence.
   virtual absl::Status ResetSlot(int64_t slot) = 0;

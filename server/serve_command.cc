@@ -256,12 +256,13 @@ absl::Status Serve(int argc, char** argv) {
   std::thread http_thread([&http] { http.Run(); });
 
   Log(LogLevel::kInfo, "serving model '", http_options.model_id, "' on http://", host, ":",
-      bound_port, ": ", engine_options.max_slots, " slots x ", config.StateBytes(),
-      " state bytes = ", engine_options.max_slots * config.StateBytes(), " bytes, queue ",
-      engine_options.max_waiting, ", prefill budget ", engine_options.prefill_token_budget,
-      " tokens/step, default solver tolerance ", engine_options.default_solver.tolerance, " / ",
-      engine_options.default_solver.max_iterations, " iterations (requests may ask up to ",
-      engine_options.max_solver_iterations, ")");
+      bound_port, ": ", engine_options.max_slots, " slots x ",
+      model_backend->state_bytes_per_slot(),
+      " state bytes = ", engine_options.max_slots * model_backend->state_bytes_per_slot(),
+      " bytes, queue ", engine_options.max_waiting, ", prefill budget ",
+      engine_options.prefill_token_budget, " tokens/step, default solver tolerance ",
+      engine_options.default_solver.tolerance, " / ", engine_options.default_solver.max_iterations,
+      " iterations (requests may ask up to ", engine_options.max_solver_iterations, ")");
   http.SetReady(true);
 
   const int signal_number = WaitForShutdownSignal(shutdown_signals);

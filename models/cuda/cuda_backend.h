@@ -50,7 +50,7 @@ class CudaBackend : public ModelBackend {
   absl::Status CopySlot(int64_t from, int64_t to);
 
   int64_t weight_bytes() const;
-  int64_t state_bytes_per_slot() const;
+  int64_t state_bytes_per_slot() const override;
 
  private:
   struct Impl;
