@@ -58,9 +58,9 @@ __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
     for (int i = 0; i < kMaxConvSize; ++i) {
       if (i >= W || !conv_thread) break;
       const int src = row - (W - 1) + i;  // rows before the sequence come from the tail
-      const float raw = src >= seq_begin
-                            ? a.proj[static_cast<int64_t>(src) * a.proj_cols + which * K + channel]
-                            : tail[static_cast<int64_t>(W - 1 + (src - seq_begin)) * K + channel];
+      const float raw =
+          src >= seq_begin ? a.proj[static_cast<int64_t>(src) * a.proj_stride + which * K + channel]
+                           : tail[static_cast<int64_t>(W - 1 + (src - seq_begin)) * K + channel];
       sum += w[i] * raw;
     }
     const float v = Silu(sum);
@@ -74,9 +74,10 @@ __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
     float* out = which == 0 ? a.q_norm : a.k_norm;
     if (conv_thread) out[static_cast<int64_t>(row) * K + channel] = v / sqrtf(total + kL2NormEps);
     if (tid == 0) {
-      const float* pr = a.proj + static_cast<int64_t>(row) * a.proj_cols;
-      const float ga = pr[a.proj_cols - 2 * H + head] + a.weights.a_bias[head];
-      const float gb = pr[a.proj_cols - H + head] + a.weights.b_bias[head];
+      const float* pr = a.proj + static_cast<int64_t>(row) * a.proj_stride;
+      const int a_col = DecayGateColumn(H, a.head_dim, a.output_gate);
+      const float ga = pr[a_col + head] + a.weights.a_bias[head];
+      const float gb = pr[a_col + H + head] + a.weights.b_bias[head];
       // log(sigmoid(x)) = -softplus(-x), stable for both signs.
       a.log_gamma[static_cast<int64_t>(row) * H + head] =
           -(fmaxf(-ga, 0.0f) + log1pf(__expf(-fabsf(ga))));
@@ -101,9 +102,9 @@ __global__ void TailsKernel(MesaPrefillArgs a) {
     for (int i = 0; i < kMaxConvSize - 1; ++i) {
       if (i >= W - 1) break;
       const int pos = count - (W - 1) + i;  // position in the prompt; < 0 reaches the old tail
-      next[i] = pos >= 0
-                    ? a.proj[static_cast<int64_t>(begin + pos) * a.proj_cols + which * K + channel]
-                    : tail[static_cast<int64_t>(W - 1 + pos) * K + channel];
+      next[i] =
+          pos >= 0 ? a.proj[static_cast<int64_t>(begin + pos) * a.proj_stride + which * K + channel]
+                   : tail[static_cast<int64_t>(W - 1 + pos) * K + channel];
     }
 #pragma unroll
     for (int i = 0; i < kMaxConvSize - 1; ++i) {
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   }
   const int begin = a.table.row_begin[j], count = a.table.row_count[j];
   const float* x_src = matrix == 0 ? a.k_norm : a.proj;
-  const int x_stride = matrix == 0 ? K : a.proj_cols;
+  const int x_stride = matrix == 0 ? K : a.proj_stride;
   const int x_offset = matrix == 0 ? head * D : 2 * K + head * D;
   for (int start = 0, chunk = a.table.chunk_begin[j]; start < count; start += kL, ++chunk) {
     float* out = a.chunk_states + ((static_cast<int64_t>(chunk) * H + head) * 2 + matrix) * D * D;
@@ -515,8 +516,8 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   __syncthreads();
   // Gs is stored [key, value], so o = Gs^T x is x^T Gs: the same row-major product.
   LoadMatrix<D>(mat, chunk_state + D * D);
-  LoadTile<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_cols + 2 * K + head * D,
-              a.proj_cols, n);
+  LoadTile<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
+              a.proj_stride, n);
   __syncthreads();
   ProductWithState<D>(p_s, mat, y_s);
   __syncthreads();
@@ -535,7 +536,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   const float scale = rsqrtf(RowSum(sum_sq) / D + a.norm_eps);
   if (t < n) {
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16) + row * K + head * D + c0;
-    const float* gate = a.proj + row * a.proj_cols + 3 * K + head * D + c0;
+    const float* gate = a.proj + row * a.proj_stride + 3 * K + head * D + c0;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       float v = o[c] * scale * a.weights.o_norm[c0 + 4 * c];

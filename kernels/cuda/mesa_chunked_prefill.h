@@ -43,8 +43,8 @@ struct MesaPrefillArgs {
   int32_t num_heads, head_dim, conv_size;
   bool output_gate;
   float norm_eps;
-  const float* proj;  // [rows, proj_cols]: q | k | v | (g) | a | b
-  int32_t proj_cols;
+  const float* proj;  // rows proj_stride floats apart, laid out as MesaRecurrenceArgs::proj
+  int32_t proj_stride;
   float* state_pool;  // slot layout as MesaRecurrenceArgs
   int64_t slot_floats;
   int64_t layer_floats;

@@ -299,12 +299,12 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
   const float a_bias = a.weights.a_bias[head], b_bias = a.weights.b_bias[head];
   // A = Hs + diag(lambda) with Hs PSD, so min lambda bounds its spectrum below (see the solve).
   const float lambda_min = BlockSum<kWarps>(tid < D ? lambda_i : INFINITY, reduce, region, Min{});
-  const int a_col = a.proj_cols - 2 * H, b_col = a.proj_cols - H;
+  const int a_col = DecayGateColumn(H, D, a.output_gate), b_col = a_col + H;
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16);
 
   for (int t = 0; t < count; ++t) {
     const int64_t row = begin + t;
-    const float* pr = a.proj + row * a.proj_cols;
+    const float* pr = a.proj + row * a.proj_stride;
 
     // Short convolution (W <= kTaps), SiLU, then the L2 norms of q and k over D channels each.
     float val[L::kChannels];

@@ -16,6 +16,13 @@
 
 namespace ridge::cuda {
 
+// Column of the decay gate a in a row of the in-projection's output (q | k | v | (g) | a | b,
+// each of q, k, v, g heads * head_dim wide, a and b heads wide); b follows at + heads.
+__host__ __device__ inline int32_t DecayGateColumn(int32_t heads, int32_t head_dim,
+                                                   bool output_gate) {
+  return (output_gate ? 4 : 3) * heads * head_dim;
+}
+
 // Per (sequence, head) counters, accumulated over every token and layer of one step. The host
 // zeroes them before the step and reads them after.
 struct SolveCounters {
@@ -53,9 +60,10 @@ struct MesaRecurrenceArgs {
   int32_t num_heads, head_dim, conv_size;
   bool output_gate;
   float norm_eps;
-  // In-projection output [rows, proj_cols] fp32: q | k | v | (g) | a | b.
+  // In-projection output fp32, rows proj_stride floats apart: q | k | v | (g) | a | b from column
+  // 0 (DecayGateColumn), then padding columns that are never read.
   const float* proj;
-  int32_t proj_cols;
+  int32_t proj_stride;
   // Slot s, layer l starts at state_pool + s * slot_floats + l * layer_floats, laid out as
   // kernels/mesa_slot_layout.h says: packed Hs, Gs [H, D, D], q tail [W-1, K], k tail [W-1, K].
   float* state_pool;

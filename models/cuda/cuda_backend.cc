@@ -65,10 +65,29 @@ struct DeviceLayer {
       gate_up_proj, down_proj;
 };
 
-absl::StatusOr<DeviceLayer> UploadLayer(const MesaLayerWeights& w) {
+// Output widths of the products (the in-projection's columns, the vocabulary) are rounded up to
+// this many columns with zero weight rows: cuBLAS picks kernels 2x (in-projection, 2316 -> 2320
+// columns) to 6x (output layer, 50257 -> 50272) slower for widths that are not multiples of 8
+// (H200, tools/bench/RESULTS.md). Nothing reads the padding columns of the outputs.
+constexpr int64_t kProductWidthMultiple = 16;
+
+int64_t PaddedWidth(int64_t width) {
+  return (width + kProductWidthMultiple - 1) / kProductWidthMultiple * kProductWidthMultiple;
+}
+
+// A row-major [rows, cols] matrix extended with zero rows to `padded_rows`.
+std::vector<float> WithZeroRows(const std::vector<float>& m, int64_t padded_rows, int64_t cols) {
+  std::vector<float> padded(m);
+  padded.resize(padded_rows * cols, 0.0f);
+  return padded;
+}
+
+absl::StatusOr<DeviceLayer> UploadLayer(const MesaLayerWeights& w, int64_t proj_stride,
+                                        int64_t hidden_size) {
   DeviceLayer d;
   ASSIGN_OR_RETURN(d.attn_norm, cuda::UploadAsF32(w.attn_norm));
-  ASSIGN_OR_RETURN(d.in_proj, cuda::UploadAsBf16(w.in_proj));
+  ASSIGN_OR_RETURN(d.in_proj,
+                   cuda::UploadAsBf16(WithZeroRows(w.in_proj, proj_stride, hidden_size)));
   ASSIGN_OR_RETURN(d.a_bias, cuda::UploadAsF32(w.a_bias));
   ASSIGN_OR_RETURN(d.b_bias, cuda::UploadAsF32(w.b_bias));
   ASSIGN_OR_RETURN(d.lambda, cuda::UploadAsF32(w.lambda));
@@ -87,11 +106,10 @@ absl::StatusOr<DeviceLayer> UploadLayer(const MesaLayerWeights& w) {
 struct CudaBackend::Impl {
   MesaNetConfig config;
   CudaBackendOptions options;
-  int64_t proj_cols = 0, layer_floats = 0, slot_floats = 0;
-  // Row stride of the logits: the vocabulary rounded up to 16, so the output-layer product
-  // gets aligned rows (an odd vocabulary such as 50257 made cuBLAS fall back to a kernel 20x
-  // slower). The extra rows of the output matrix are zero; nothing reads their logits.
-  int64_t vocab_stride = 0;
+  int64_t layer_floats = 0, slot_floats = 0;
+  // Row strides of the in-projection's output and of the logits: their widths rounded up by
+  // PaddedWidth.
+  int64_t proj_stride = 0, vocab_stride = 0;
   int64_t weight_bytes = 0;
   int32_t sm_count = 0;  // the device's multiprocessors (the decode kernel's block shape)
 
@@ -212,7 +230,7 @@ absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   RETURN_IF_ERROR(renew.Pinned(&host_table, table_ints * sizeof(int32_t)));
   RETURN_IF_ERROR(renew.Device(&hidden, new_rows * c.hidden_size * sizeof(float)));
   RETURN_IF_ERROR(renew.Device(&normed, new_rows * std::max(c.hidden_size, inter) * 2));
-  RETURN_IF_ERROR(renew.Device(&proj, new_rows * proj_cols * sizeof(float)));
+  RETURN_IF_ERROR(renew.Device(&proj, new_rows * proj_stride * sizeof(float)));
   RETURN_IF_ERROR(renew.Device(&attn, new_rows * k * 2));
   RETURN_IF_ERROR(renew.Device(&mlp, new_rows * 2 * inter * sizeof(float)));
   RETURN_IF_ERROR(renew.Device(&act, new_rows * inter * 2));
@@ -323,7 +341,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   args.output_gate = c.use_output_gate;
   args.norm_eps = eps;
   args.proj = proj.as<float>();
-  args.proj_cols = static_cast<int32_t>(proj_cols);
+  args.proj_stride = static_cast<int32_t>(proj_stride);
   args.state_pool = state_pool.as<float>();
   args.slot_floats = slot_floats;
   args.layer_floats = layer_floats;
@@ -347,7 +365,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   pre.output_gate = args.output_gate;
   pre.norm_eps = eps;
   pre.proj = args.proj;
-  pre.proj_cols = args.proj_cols;
+  pre.proj_stride = args.proj_stride;
   pre.state_pool = args.state_pool;
   pre.slot_floats = slot_floats;
   pre.layer_floats = layer_floats;
@@ -364,8 +382,8 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
                                                          w.attn_norm.as<float>(), rows, hidden_size,
                                                          eps, normed.as<void>(), s));
-    RETURN_IF_ERROR(
-        Gemm(normed.as<void>(), rows, hidden_size, w.in_proj, proj_cols, proj.as<float>(), false));
+    RETURN_IF_ERROR(Gemm(normed.as<void>(), rows, hidden_size, w.in_proj, proj_stride,
+                         proj.as<float>(), false));
     args.weights = {w.q_conv.as<float>(), w.k_conv.as<float>(), w.lambda.as<float>(),
                     w.a_bias.as<float>(), w.b_bias.as<float>(), w.o_norm.as<float>()};
     args.layer = static_cast<int32_t>(l);
@@ -674,7 +692,16 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   impl->options = options;
   impl->sm_count = prop.multiProcessorCount;
   const int64_t c = config.hidden_size;
-  impl->proj_cols = static_cast<int64_t>(weights.layers.at(0).in_proj.size()) / c;
+  const int64_t proj_width = static_cast<int64_t>(weights.layers.at(0).in_proj.size()) / c;
+  const int64_t expected_width =
+      cuda::DecayGateColumn(static_cast<int32_t>(config.num_heads),
+                            static_cast<int32_t>(config.head_dim), config.use_output_gate) +
+      2 * config.num_heads;
+  if (proj_width != expected_width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "in-projection has ", proj_width, " output columns; the config implies ", expected_width));
+  }
+  impl->proj_stride = PaddedWidth(proj_width);
   impl->layer_floats = SlotShape::Of(config).packed_layer_floats();
   impl->slot_floats = impl->layer_floats * config.num_hidden_layers;
 
@@ -685,11 +712,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   RIDGE_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(impl->cublas, impl->cublas_workspace.as<void>(),
                                                   impl->cublas_workspace.bytes()));
 
-  impl->vocab_stride = (config.vocab_size + 15) / 16 * 16;
+  impl->vocab_stride = PaddedWidth(config.vocab_size);
   auto padded_output_matrix = [&](const std::vector<float>& m) {
-    std::vector<float> padded(m);
-    padded.resize(impl->vocab_stride * c, 0.0f);
-    return padded;
+    return WithZeroRows(m, impl->vocab_stride, c);
   };
   if (weights.lm_head.empty()) {  // tied: one padded table serves both ends
     ASSIGN_OR_RETURN(impl->embeddings,
@@ -701,7 +726,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   ASSIGN_OR_RETURN(impl->final_norm, cuda::UploadAsF32(weights.final_norm));
   int64_t bytes = impl->embeddings.bytes() + impl->lm_head.bytes() + impl->final_norm.bytes();
   for (const MesaLayerWeights& w : weights.layers) {
-    ASSIGN_OR_RETURN(DeviceLayer layer, UploadLayer(w));
+    ASSIGN_OR_RETURN(DeviceLayer layer, UploadLayer(w, impl->proj_stride, c));
     for (const DeviceBuffer* b :
          {&layer.attn_norm, &layer.in_proj, &layer.a_bias, &layer.b_bias, &layer.lambda,
           &layer.q_conv, &layer.k_conv, &layer.o_norm, &layer.o_proj, &layer.mlp_norm,

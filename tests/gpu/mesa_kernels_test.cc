@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -18,6 +19,8 @@
 
 namespace ridge::cuda {
 namespace {
+
+constexpr int kProjPadding = 5;  // columns after each in-projection row, as the backend pads
 
 struct Shape {
   int d, h, w, n;
@@ -237,7 +240,14 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     std::vector<float> pool(2 * layer_floats, -7.0f);  // slot 0: poison that must stay
     PackSlot(shape, in.state, std::span<float>(pool).subspan(layer_floats));
     float* d_pool = Upload(pool);
-    float* d_proj = Upload(in.proj);
+    // The device rows carry padding columns of NaN, which the kernels must never read.
+    const int proj_stride = in.P + kProjPadding;
+    std::vector<float> padded_proj(static_cast<size_t>(s.n) * proj_stride, std::nanf(""));
+    for (int t = 0; t < s.n; ++t) {
+      std::copy_n(in.proj.begin() + static_cast<int64_t>(t) * in.P, in.P,
+                  padded_proj.begin() + static_cast<int64_t>(t) * proj_stride);
+    }
+    float* d_proj = Upload(padded_proj);
     MesaLayerTensors weights{Upload(in.q_conv), Upload(in.k_conv), Upload(in.lambda),
                              Upload(in.a_bias), Upload(in.b_bias), Upload(in.o_norm)};
     int32_t* d_begin = Upload(std::vector<int32_t>{0});
@@ -263,7 +273,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.output_gate = s.gate;
       a.norm_eps = 1e-6f;
       a.proj = d_proj;
-      a.proj_cols = in.P;
+      a.proj_stride = proj_stride;
       a.state_pool = d_pool;
       a.slot_floats = layer_floats;
       a.layer_floats = layer_floats;

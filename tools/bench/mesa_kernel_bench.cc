@@ -114,7 +114,7 @@ void FillCommon(Args& a, const Layer& l, const float* proj, void* out, SolveCoun
   a.output_gate = false;
   a.norm_eps = 1e-6f;
   a.proj = proj;
-  a.proj_cols = l.P;
+  a.proj_stride = l.P;
   a.state_pool = l.pool;
   a.slot_floats = l.layer_floats * l.layers;
   a.layer_floats = l.layer_floats;

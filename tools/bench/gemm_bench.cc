@@ -1,0 +1,196 @@
+// Times the products of a MesaNet decode step alone, as the CUDA backend calls cuBLAS
+// (cublasGemmEx, bf16 in, fp32 accumulate and out): each at its width and, where that is not a
+// multiple of 16, at the width padded to one (what the backend uploads). Each product runs over
+// `--layers` copies of its weight in a CUDA graph, so weights stream from memory as in a model
+// step and launch cost is a graph's; "GB/s" counts weight bytes only.
+//
+//   gemm_bench [--hidden 768] [--inter 2048] [--proj 2316] [--vocab 50257] [--layers 14]
+//              [--rows 1,16,64,256] [--reps 30]
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/half.h"
+
+namespace ridge::cuda {
+namespace {
+
+struct Options {
+  int64_t hidden = 768, inter = 2048, proj = 2316, vocab = 50257;
+  int layers = 14, reps = 30;
+  std::vector<int> rows = {1, 16, 64, 256};
+};
+
+void Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "gemm_bench: %s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+void CheckBlas(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  std::fprintf(stderr, "gemm_bench: %s: %s\n", what, cublasGetStatusString(s));
+  std::exit(1);
+}
+
+void* RandomBf16Device(int64_t count, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<uint16_t> host(count);
+  for (uint16_t& v : host) v = FloatToBf16(normal(rng));
+  void* d = nullptr;
+  Check(cudaMalloc(&d, count * 2), "cudaMalloc");
+  Check(cudaMemcpy(d, host.data(), count * 2, cudaMemcpyHostToDevice), "upload");
+  return d;
+}
+
+// Microseconds per call of `enqueue(layer)`, from a graph of one call per layer replayed.
+double TimeGraph(cudaStream_t stream, int layers, int reps,
+                 const std::function<void(int)>& enqueue) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int l = 0; l < layers; ++l) enqueue(l);
+  Check(cudaStreamEndCapture(stream, &graph), "end capture");
+  Check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  for (int i = 0; i < 3; ++i) Check(cudaGraphLaunch(exec, stream), "warm-up");
+  cudaEvent_t start, stop;
+  Check(cudaEventCreate(&start), "event");
+  Check(cudaEventCreate(&stop), "event");
+  Check(cudaEventRecord(start, stream), "record");
+  for (int i = 0; i < reps; ++i) Check(cudaGraphLaunch(exec, stream), "replay");
+  Check(cudaEventRecord(stop, stream), "record");
+  Check(cudaEventSynchronize(stop), "sync");
+  float ms = 0.0f;
+  Check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return 1000.0 * ms / (static_cast<double>(reps) * layers);
+}
+
+struct Product {
+  const char* name;
+  int64_t n, k;
+  bool accumulate;
+  int copies;  // weight copies cycled (the output layer has one)
+};
+
+void Run(const Options& o) {
+  cudaStream_t stream;
+  Check(cudaStreamCreate(&stream), "stream");
+  cublasHandle_t blas;
+  CheckBlas(cublasCreate(&blas), "cublasCreate");
+  CheckBlas(cublasSetStream(blas, stream), "cublasSetStream");
+  void* blas_workspace = nullptr;
+  Check(cudaMalloc(&blas_workspace, 32 << 20), "cudaMalloc");
+  CheckBlas(cublasSetWorkspace(blas, blas_workspace, 32 << 20), "cublasSetWorkspace");
+  std::mt19937 rng(1);
+  const std::vector<Product> products = {
+      {"in_proj", o.proj, o.hidden, false, o.layers},
+      {"o_proj", o.hidden, o.hidden, true, o.layers},
+      {"gate_up", 2 * o.inter, o.hidden, false, o.layers},
+      {"down", o.hidden, o.inter, true, o.layers},
+      {"lm_head", o.vocab, o.hidden, false, 1},
+  };
+  const int max_rows = *std::max_element(o.rows.begin(), o.rows.end());
+  const int64_t max_k = std::max(o.hidden, o.inter);
+  void* x = RandomBf16Device(max_rows * max_k, rng);
+  std::printf("cuBLAS, us per product (weights streamed over %d layer copies), weight GB/s\n",
+              o.layers);
+  for (const Product& p : products) {
+    const int64_t max_n = (p.n + 15) / 16 * 16;
+    std::vector<void*> w(p.copies);
+    for (void*& v : w) v = RandomBf16Device(max_n * p.k, rng);
+    float* y = nullptr;
+    Check(cudaMalloc(&y, max_rows * max_n * sizeof(float)), "cudaMalloc");
+    Check(cudaMemset(y, 0, max_rows * max_n * sizeof(float)), "memset");
+    for (int rows : o.rows) {
+      const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
+      std::printf("%-8s rows %3d k %5lld", p.name, rows, static_cast<long long>(p.k));
+      const int64_t padded = (p.n + 15) / 16 * 16;
+      for (const int64_t n : {p.n, padded}) {
+        const double us = TimeGraph(stream, o.layers, o.reps, [&](int l) {
+          CheckBlas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), rows,
+                                 static_cast<int>(p.k), &alpha, w[l % p.copies], CUDA_R_16BF,
+                                 static_cast<int>(p.k), x, CUDA_R_16BF, static_cast<int>(p.k),
+                                 &beta, y, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx");
+        });
+        std::printf("  | n %6lld %7.2f us (%5.0f GB/s)", static_cast<long long>(n), us,
+                    2.0 * n * p.k / us * 1e-3);
+        if (padded == p.n) break;
+      }
+      std::printf("\n");
+    }
+    for (void* v : w) cudaFree(v);
+    cudaFree(y);
+  }
+  cudaFree(x);
+  cudaFree(blas_workspace);
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+}
+
+std::vector<int> ParseList(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    v.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    if (end == p || v.back() <= 0) {
+      std::fprintf(stderr, "gemm_bench: bad list '%s'\n", s);
+      std::exit(2);
+    }
+    p = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
+}  // namespace
+}  // namespace ridge::cuda
+
+int main(int argc, char** argv) {
+  ridge::cuda::Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "gemm_bench: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (a == "--hidden")
+      o.hidden = std::atoll(v);
+    else if (a == "--inter")
+      o.inter = std::atoll(v);
+    else if (a == "--proj")
+      o.proj = std::atoll(v);
+    else if (a == "--vocab")
+      o.vocab = std::atoll(v);
+    else if (a == "--layers")
+      o.layers = std::atoi(v);
+    else if (a == "--reps")
+      o.reps = std::atoi(v);
+    else if (a == "--rows")
+      o.rows = ridge::cuda::ParseList(v);
+    else {
+      std::fprintf(stderr, "gemm_bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (o.hidden <= 0 || o.inter <= 0 || o.proj <= 0 || o.vocab <= 0 || o.layers <= 0 ||
+      o.reps <= 0 || o.hidden % 8 != 0 || o.inter % 8 != 0) {
+    std::fprintf(stderr, "gemm_bench: sizes must be positive, hidden and inter multiples of 8\n");
+    return 2;
+  }
+  ridge::cuda::Run(o);
+  return 0;
+}
