@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     }
     const CudaDeviceInfo& gpu = gpus[cuda_device];
     Log(LogLevel::kInfo, "backend: CUDA on device ", cuda_device, " (", gpu.name,
-        "): ", (*backend)->weight_bytes(), " bytes of bf16 weights, ", num_slots,
+        "): ", (*backend)->weight_bytes(), " bytes of bf16 weights, ", (*backend)->num_slots(),
         " state slots of ", (*backend)->state_bytes_per_slot(), " bytes in GPU memory");
     return std::unique_ptr<ModelBackend>(std::move(*backend));
 #else

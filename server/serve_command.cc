@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -53,7 +54,9 @@ then the process exits 0.
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64,
                                or fewer if half of the available memory cannot hold them; a
-                               larger value is clamped to that bound with a warning
+                               larger value is clamped to that bound with a warning (on a GPU
+                               also to its free memory after the weights, less 1 GiB or 5% of
+                               the GPU, whichever is more, for step buffers)
   --max-waiting N              requests queued for a slot beyond the running ones; more are
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
@@ -206,7 +209,7 @@ absl::Status Serve(int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   const MesaNetConfig config = model->config();  // a copy: the model may be released below
-  ASSIGN_OR_RETURN(const EngineOptions engine_options, EngineOptionsFromFlags(args, config));
+  ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, config));
   ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, config.vocab_size));
 
   HttpServerOptions http_options;
@@ -236,6 +239,8 @@ absl::Status Serve(int argc, char** argv) {
   // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
   // a bf16 checkpoint) are not needed any more.
   if (model_backend->name() != "cpu") model.reset();
+  // A GPU backend clamps the slots to what its memory holds (with a warning).
+  engine_options.max_slots = std::min(engine_options.max_slots, model_backend->num_slots());
   PrometheusMetrics metrics;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(model_backend.get(), engine_options, &metrics));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
@@ -33,6 +34,9 @@ static_assert(cuda::kMaxSampledTopLogprobs == kMaxTopLogprobs,
 constexpr int64_t kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 constexpr int64_t kMaxGraphBatch = 256;
 constexpr size_t kCublasWorkspaceBytes = 32 << 20;
+// GPU memory the state pool leaves free (at least; 5% of the GPU if that is more) for the step
+// buffers and prefill scratch allocated after it.
+constexpr int64_t kStepMemoryHeadroom = int64_t{1} << 30;
 
 int64_t GraphBucket(int64_t n) {
   for (int64_t b : kGraphBuckets) {
@@ -737,20 +741,38 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   }
   impl->weight_bytes = bytes;
 
-  const size_t pool_bytes = options.num_slots * impl->slot_floats * sizeof(float);
+  // The pool takes what the weights left, less room for the step buffers and the prefill
+  // scratch that are sized on demand later: a pool that filled the GPU would turn the first
+  // long prompt into a failed step. More slots than fit are clamped (as the host clamps the CPU
+  // backend's), with a warning.
+  const int64_t slot_bytes = impl->slot_floats * static_cast<int64_t>(sizeof(float));
+  size_t free_bytes = 0, total_bytes = 0;
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const int64_t headroom =
+      std::max<int64_t>(kStepMemoryHeadroom, static_cast<int64_t>(total_bytes) / 20);
+  const int64_t fit = (static_cast<int64_t>(free_bytes) - headroom) / slot_bytes;
+  if (fit < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no state slot of ", slot_bytes, " bytes fits in the GPU's ", free_bytes,
+        " free bytes after the weights, keeping ", headroom, " bytes for step buffers"));
+  }
+  if (impl->options.num_slots > fit) {
+    Log(LogLevel::kWarning, impl->options.num_slots, " state slots of ", slot_bytes,
+        " bytes do not fit in the GPU's ", free_bytes, " free bytes after the weights (keeping ",
+        headroom, " for step buffers); using ", fit);
+    impl->options.num_slots = fit;
+  }
+  const size_t pool_bytes = impl->options.num_slots * slot_bytes;
   if (const absl::Status pool = impl->state_pool.Allocate(pool_bytes); !pool.ok()) {
-    size_t free_bytes = 0, total_bytes = 0;
     cudaGetLastError();
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    return absl::ResourceExhaustedError(
-        absl::StrCat(options.num_slots, " state slots of ", impl->slot_floats * sizeof(float),
-                     " bytes (", pool_bytes, " bytes in all) do not fit in the GPU's ", free_bytes,
-                     " free bytes after the weights; use fewer --slots (", pool.message(), ")"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        impl->options.num_slots, " state slots of ", slot_bytes, " bytes (", pool_bytes,
+        " bytes in all) could not be allocated; use fewer --slots (", pool.message(), ")"));
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemset(impl->state_pool.as<void>(), 0, impl->state_pool.bytes()));
-  impl->slot_tokens.assign(options.num_slots, 0);
+  impl->slot_tokens.assign(impl->options.num_slots, 0);
   RETURN_IF_ERROR(
-      impl->EnsureCapacity(256, GraphBucket(std::min(options.num_slots, kMaxGraphBatch))));
+      impl->EnsureCapacity(256, GraphBucket(std::min(impl->options.num_slots, kMaxGraphBatch))));
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 

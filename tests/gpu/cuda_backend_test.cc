@@ -521,6 +521,30 @@ TEST_F(CudaMechanicsTest, FailedBufferGrowthKeepsTheOldBuffers) {
   EXPECT_TRUE((*gpu)->ForwardGreedy({&one, 1}, &next).ok());
 }
 
+// Asking for more slots than the GPU holds gives as many as fit with room left for the step
+// buffers, not a failure; the last slot runs.
+TEST_F(CudaMechanicsTest, ClampsSlotsToGpuMemory) {
+  size_t free_before = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  auto probe = CudaBackend::Create(config_, weights_, {.num_slots = 1});
+  ASSERT_TRUE(probe.ok());
+  const int64_t slot_bytes = (*probe)->state_bytes_per_slot();
+  probe->reset();
+  const int64_t requested = static_cast<int64_t>(free_before / slot_bytes) * 2;
+  auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = requested});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const int64_t slots = (*gpu)->num_slots();
+  EXPECT_LT(slots, requested);
+  EXPECT_GT(slots, requested / 4);  // most of the free memory, not a token amount
+  size_t free_after = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_GE(free_after, size_t{1} << 29) << "the pool left no room for step buffers";
+  const int32_t token = 1;
+  const SlotChunk last{slots - 1, {&token, 1}, {}, nullptr, SolvePhase::kDecode};
+  std::vector<int32_t> next;
+  EXPECT_TRUE((*gpu)->ForwardGreedy({&last, 1}, &next).ok());
+}
+
 TEST_F(CudaMechanicsTest, RejectsBadSteps) {
   auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 2});
   ASSERT_TRUE(gpu.ok());
