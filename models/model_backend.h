@@ -54,6 +54,11 @@ class ModelBackend {
   virtual int64_t num_slots() const = 0;
   // Bytes one slot's state takes in this backend's pool (the GPU's packs each Hs).
   virtual int64_t state_bytes_per_slot() const { return config().StateBytes(); }
+  // Prompt tokens per engine step when the user sets no budget. A step with prompt tokens holds
+  // up every decoding sequence until they are done: the CPU's cost grows with the tokens, so a
+  // small budget; the GPU's chunked prefill costs about the same for one chunk as for dozens
+  // (each chunk's solve is one block), so a larger one.
+  virtual int64_t preferred_prefill_tokens_per_step() const { return 512; }
 
   // Clears a slot to the start of a sequence.
   virtual absl::Status ResetSlot(int64_t slot) = 0;

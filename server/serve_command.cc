@@ -60,7 +60,9 @@ then the process exits 0.
   --max-waiting N              requests queued for a slot beyond the running ones; more are
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
-                               never stall decoding streams (default 512)
+                               never stall decoding streams (default: the backend's, 512 on
+                               the CPU, 4096 on a GPU, where a step's prompt chunks run in
+                               parallel)
   --max-prompt-tokens N        longer prompts are rejected with 413 (default 1048576)
   --max-tokens-limit N         the largest max_tokens a request may ask for (default 65536)
   --solver-tolerance T         default CG stopping rule ||r|| <= T ||r0|| for requests that set
@@ -241,6 +243,9 @@ absl::Status Serve(int argc, char** argv) {
   if (model_backend->name() != "cpu") model.reset();
   // A GPU backend clamps the slots to what its memory holds (with a warning).
   engine_options.max_slots = std::min(engine_options.max_slots, model_backend->num_slots());
+  if (!args.Has("prefill-token-budget")) {
+    engine_options.prefill_token_budget = model_backend->preferred_prefill_tokens_per_step();
+  }
   PrometheusMetrics metrics;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(model_backend.get(), engine_options, &metrics));

@@ -51,6 +51,7 @@ class CudaBackend : public ModelBackend {
 
   int64_t weight_bytes() const;
   int64_t state_bytes_per_slot() const override;
+  int64_t preferred_prefill_tokens_per_step() const override;
 
  private:
   struct Impl;

@@ -339,6 +339,9 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
 TEST(HttpQueueTest, FullQueueIsAnImmediate429) {
   auto server = StartServer({"--slots", "1", "--max-waiting", "1"}, "queue");
   ASSERT_NE(server, nullptr);
+  // Without --prefill-token-budget the backend's own (the CPU's: 512) is used.
+  EXPECT_NE(server->Log().find("prefill budget 512 tokens/step"), std::string::npos)
+      << server->Log();
   auto metrics = Client(*server);
   const json long_stream = {
       {"prompt", "Hi"}, {"max_tokens", 60000}, {"ignore_eos", true}, {"stream", true}};

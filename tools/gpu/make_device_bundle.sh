@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Packs the GPU test and benchmark binaries built here (build/) with the shared libraries they
-# need that the GPU machine's image lacks (abseil, OpenBLAS, gfortran), into .gpu/bundle.tar.xz
-# (ignored by git), for the device tool to carry. cuBLAS and the CUDA runtime are the machine's.
+# Packs the GPU test and benchmark binaries and the server built here (build/) with the shared
+# libraries they need beyond the C/C++ runtime and CUDA (abseil, OpenBLAS, gRPC, protobuf, ICU,
+# prometheus-cpp, ...; the GPU machine's image lacks them), into .gpu/bundle.tar.xz (ignored by
+# git), for the device tool to carry. cuBLAS, the CUDA runtime and libc/libstdc++ are the
+# machine's.
 #
 #   cmake --build build --target cuda_backend_test cuda_bench && tools/gpu/make_device_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test
   build/tests/gpu/token_sampling_test build/tools/bench/cuda_bench
-  build/tools/bench/mesa_kernel_bench build/tools/bench/gemm_bench)
+  build/tools/bench/mesa_kernel_bench build/tools/bench/gemm_bench build/server/ridgeserve)
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
 cp "${binaries[@]}" "$stage/bin/"
 for b in "${binaries[@]}"; do
   ldd "$b" | awk '/=>/ {print $3}' |
-    grep -E 'libabsl|libopenblas|libgfortran|libquadmath|libgomp' >>"$stage/libs.txt" || true
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcublas|libcublasLt|libcudart)\.so' \
+      >>"$stage/libs.txt" || true
 done
 sort -u "$stage/libs.txt" | xargs -I{} cp -L {} "$stage/lib/"
 mkdir -p .gpu
