@@ -3,6 +3,8 @@
 //
 //   cpu_bench --config tools/bench/configs/mesanet-20m.json [--prompt 512] [--new-tokens 64]
 //             [--batches 1,8] [--tolerances 0,1e-3,1e-4] [--threads 2]
+//             [--engine-load 1,4 [--engine-requests 64]]  (closed-loop engine load, see
+//             tools/bench/engine_load.h; prompts of --prompt tokens, --new-tokens each)
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -12,15 +14,18 @@
 #include "engine/offline_generation.h"
 #include "kernels/threading.h"
 #include "models/checkpoint.h"
+#include "models/cpu_backend.h"
 #include "server/cli_args.h"
+#include "tools/bench/engine_load.h"
 
 namespace ridge {
 namespace {
 
 absl::Status Bench(int argc, char** argv) {
-  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv,
-                                                      {"config", "prompt", "new-tokens", "batches",
-                                                       "tolerances", "threads", "seed"}));
+  ASSIGN_OR_RETURN(const CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"config", "prompt", "new-tokens", "batches", "tolerances",
+                                   "threads", "seed", "engine-load", "engine-requests"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
   ASSIGN_OR_RETURN(const MesaNetConfig config, ParseMesaNetConfig(json));
@@ -64,6 +69,26 @@ absl::Status Bench(int argc, char** argv) {
                   1e3 * t.decode_seconds / std::max<int64_t>(t.decode_steps, 1),
                   prefill.MeanIterations(), decode.MeanIterations());
       std::fflush(stdout);
+    }
+  }
+  if (args.Has("engine-load")) {
+    ASSIGN_OR_RETURN(const auto clients, args.NumberList("engine-load", ""));
+    EngineLoadOptions load;
+    ASSIGN_OR_RETURN(load.requests, args.Int("engine-requests", 64));
+    load.prompt_tokens = prompt;
+    load.new_tokens = static_cast<int32_t>(new_tokens);
+    load.prompt_id_limit = static_cast<int32_t>(config.vocab_size);
+    for (double c : clients) {
+      if (!(c >= 1 && c <= 4096)) return absl::InvalidArgumentError("--engine-load: 1 to 4096");
+      load.concurrency = static_cast<int64_t>(c);
+      CpuBackend backend(&model, load.concurrency);
+      ASSIGN_OR_RETURN(const EngineLoadResult r, RunEngineLoad(&backend, load));
+      std::printf(
+          "engine load: %lld clients, %lld requests: %.1f generated tok/s, %.2f req/s, "
+          "mean TTFT %.1f ms, %lld failed\n",
+          static_cast<long long>(load.concurrency), static_cast<long long>(load.requests),
+          r.generated_tokens / r.seconds, load.requests / r.seconds, 1e3 * r.mean_ttft_seconds,
+          static_cast<long long>(r.failed));
     }
   }
   return absl::OkStatus();

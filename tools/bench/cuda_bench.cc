@@ -5,6 +5,11 @@
 //   cuda_bench --config tools/bench/configs/mesanet-140m.json [--prompt 512] [--decode-steps 64]
 //              [--batches 1,16,64,256] [--tolerances 0,1e-3,1e-4] [--max-iterations 30]
 //              [--prefill-batch 8] [--prefill-len 2048] [--no-graphs] [--sample]
+//              [--engine-load 16,64 [--engine-requests 512] [--engine-prompt 128]
+//               [--engine-new-tokens 64] [--prefill-budget N]]
+//
+// --engine-load runs a closed-loop load through the engine in process (tools/bench/engine_load.h)
+// at each number of clients: what the server sustains before HTTP.
 //
 // Decode picks tokens greedily on the GPU; --sample picks them by sampling on the GPU instead
 // (temperature 1, top-k 50, top-p 0.95, repetition penalty 1.1: a typical chat request).
@@ -21,6 +26,7 @@
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/device_memory.h"
 #include "server/cli_args.h"
+#include "tools/bench/engine_load.h"
 
 namespace ridge {
 namespace {
@@ -201,7 +207,9 @@ absl::Status Bench(int argc, char** argv) {
       const CliArgs args,
       CliArgs::Parse(argc, argv,
                      {"config", "prompt", "decode-steps", "batches", "tolerances", "max-iterations",
-                      "prefill-batch", "prefill-len", "prefill-tolerances", "no-graphs", "sample"},
+                      "prefill-batch", "prefill-len", "prefill-tolerances", "no-graphs", "sample",
+                      "engine-load", "engine-requests", "engine-prompt", "engine-new-tokens",
+                      "prefill-budget"},
                      {"no-graphs", "sample"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
@@ -228,8 +236,29 @@ absl::Status Bench(int argc, char** argv) {
     return absl::InvalidArgumentError("--prompt, --decode-steps and --prefill-len must be >= 1");
   }
 
+  std::vector<double> engine_load;
+  if (args.Has("engine-load")) {
+    ASSIGN_OR_RETURN(engine_load, args.NumberList("engine-load", ""));
+  }
+  EngineLoadOptions load;
+  ASSIGN_OR_RETURN(load.requests, args.Int("engine-requests", 512));
+  ASSIGN_OR_RETURN(load.prompt_tokens, args.Int("engine-prompt", 128));
+  ASSIGN_OR_RETURN(const int64_t new_tokens, args.Int("engine-new-tokens", 64));
+  ASSIGN_OR_RETURN(load.prefill_token_budget, args.Int("prefill-budget", 0));
+  if (new_tokens < 1 || new_tokens > (1 << 20) || load.prefill_token_budget < 0) {
+    return absl::InvalidArgumentError("--engine-new-tokens must be >= 1, --prefill-budget >= 0");
+  }
+  load.new_tokens = static_cast<int32_t>(new_tokens);
+  load.prompt_id_limit = static_cast<int32_t>(std::min<int64_t>(4096, config.vocab_size));
+
   int64_t slots = prefill_batch;
   for (double b : batches) slots = std::max(slots, static_cast<int64_t>(b));
+  for (double c : engine_load) {
+    if (!(c >= 1 && c <= 4096) || c != static_cast<int64_t>(c)) {
+      return absl::InvalidArgumentError("--engine-load must be whole numbers from 1 to 4096");
+    }
+    slots = std::max(slots, static_cast<int64_t>(c));
+  }
   const auto load_start = Clock::now();
   const MesaNetWeights weights = RandomMesaNetWeights(config, 1234);
   ASSIGN_OR_RETURN(auto backend,
@@ -258,6 +287,21 @@ absl::Status Bench(int argc, char** argv) {
     for (double tol : prefill_tols) {
       RETURN_IF_ERROR(BenchPrefill(setup, prefill_batch, prefill_len, tol));
     }
+  }
+  for (double c : engine_load) {
+    load.concurrency = static_cast<int64_t>(c);
+    ASSIGN_OR_RETURN(const EngineLoadResult r, RunEngineLoad(backend.get(), load));
+    std::printf(
+        "engine load: %lld clients, %lld requests of %lld prompt + %d new tokens, prefill budget "
+        "%lld: %.0f generated tok/s, %.1f req/s, mean TTFT %.1f ms, %lld failed\n",
+        static_cast<long long>(load.concurrency), static_cast<long long>(load.requests),
+        static_cast<long long>(load.prompt_tokens), load.new_tokens,
+        static_cast<long long>(load.prefill_token_budget > 0
+                                   ? load.prefill_token_budget
+                                   : backend->preferred_prefill_tokens_per_step()),
+        r.generated_tokens / r.seconds, load.requests / r.seconds, 1e3 * r.mean_ttft_seconds,
+        static_cast<long long>(r.failed));
+    std::fflush(stdout);
   }
   return absl::OkStatus();
 }

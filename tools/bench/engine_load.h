@@ -1,0 +1,34 @@
+// A closed-loop load on the engine, in process (no HTTP): `concurrency` clients each submit a
+// request (random prompt ids, greedy, a fixed number of new tokens), wait for it to finish and
+// submit the next, until `requests` have finished. Separates what the engine and backend
+// sustain from what the HTTP layer adds (tools/bench/load_generator.py drives the same load over
+// HTTP).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "models/model_backend.h"
+
+namespace ridge {
+
+struct EngineLoadOptions {
+  int64_t concurrency = 64;
+  int64_t requests = 256;
+  int64_t prompt_tokens = 128;
+  int32_t new_tokens = 64;
+  int64_t prefill_token_budget = 0;  // 0: the backend's preferred budget
+  int32_t prompt_id_limit = 4096;    // prompt ids are drawn below this
+};
+
+struct EngineLoadResult {
+  double seconds = 0;
+  int64_t generated_tokens = 0, failed = 0;
+  double mean_ttft_seconds = 0;
+};
+
+// `backend` needs at least options.concurrency slots.
+absl::StatusOr<EngineLoadResult> RunEngineLoad(ModelBackend* backend,
+                                               const EngineLoadOptions& options);
+
+}  // namespace ridge
