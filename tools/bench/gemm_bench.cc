@@ -4,8 +4,8 @@
 // `--layers` copies of its weight in a CUDA graph, so weights stream from memory as in a model
 // step and launch cost is a graph's; "GB/s" counts weight bytes only.
 //
-//   gemm_bench [--hidden 768] [--inter 2048] [--proj 2316] [--vocab 50257] [--layers 14]
-//              [--rows 1,16,64,256] [--reps 30]
+//   gemm_bench --config tools/bench/configs/mesanet-140m.json [--rows 1,16,64,256]
+//              [--layers N (default: the config's)] [--reps 30]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +19,11 @@
 #include <vector>
 
 #include "base/half.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/mesa_recurrence.h"
+#include "models/checkpoint.h"
+#include "models/mesanet_config.h"
+#include "server/cli_args.h"
 
 namespace ridge::cuda {
 namespace {
@@ -141,56 +146,45 @@ void Run(const Options& o) {
   cudaStreamDestroy(stream);
 }
 
-std::vector<int> ParseList(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    char* end = nullptr;
-    v.push_back(static_cast<int>(std::strtol(p, &end, 10)));
-    if (end == p || v.back() <= 0) {
-      std::fprintf(stderr, "gemm_bench: bad list '%s'\n", s);
-      std::exit(2);
-    }
-    p = *end == ',' ? end + 1 : end;
+absl::Status Main(int argc, char** argv) {
+  ASSIGN_OR_RETURN(const CliArgs args,
+                   CliArgs::Parse(argc, argv, {"config", "rows", "layers", "reps"}));
+  ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
+  ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
+  ASSIGN_OR_RETURN(const MesaNetConfig config, ParseMesaNetConfig(json));
+  Options o;
+  o.hidden = config.hidden_size;
+  o.inter = config.intermediate_size;
+  o.proj = DecayGateColumn(static_cast<int32_t>(config.num_heads),
+                           static_cast<int32_t>(config.head_dim), config.use_output_gate) +
+           2 * config.num_heads;
+  o.vocab = config.vocab_size;
+  ASSIGN_OR_RETURN(const int64_t layers, args.Int("layers", config.num_hidden_layers));
+  ASSIGN_OR_RETURN(const int64_t reps, args.Int("reps", 30));
+  ASSIGN_OR_RETURN(const auto rows, args.NumberList("rows", "1,16,64,256"));
+  if (layers < 1 || layers > 1000 || reps < 1 || reps > 100000) {
+    return absl::InvalidArgumentError("--layers must be 1 to 1000, --reps 1 to 100000");
   }
-  return v;
+  for (double r : rows) {
+    if (!(r >= 1 && r <= 65536) || r != static_cast<int>(r)) {
+      return absl::InvalidArgumentError("--rows must be whole numbers from 1 to 65536");
+    }
+    o.rows.push_back(static_cast<int>(r));
+  }
+  o.layers = static_cast<int>(layers);
+  o.reps = static_cast<int>(reps);
+  Run(o);
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace ridge::cuda
 
 int main(int argc, char** argv) {
-  ridge::cuda::Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "gemm_bench: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const char* v = argv[++i];
-    if (a == "--hidden")
-      o.hidden = std::atoll(v);
-    else if (a == "--inter")
-      o.inter = std::atoll(v);
-    else if (a == "--proj")
-      o.proj = std::atoll(v);
-    else if (a == "--vocab")
-      o.vocab = std::atoll(v);
-    else if (a == "--layers")
-      o.layers = std::atoi(v);
-    else if (a == "--reps")
-      o.reps = std::atoi(v);
-    else if (a == "--rows")
-      o.rows = ridge::cuda::ParseList(v);
-    else {
-      std::fprintf(stderr, "gemm_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
-  if (o.hidden <= 0 || o.inter <= 0 || o.proj <= 0 || o.vocab <= 0 || o.layers <= 0 ||
-      o.reps <= 0 || o.hidden % 8 != 0 || o.inter % 8 != 0) {
-    std::fprintf(stderr, "gemm_bench: sizes must be positive, hidden and inter multiples of 8\n");
+  const absl::Status status = ridge::cuda::Main(argc - 1, argv + 1);
+  if (!status.ok()) {
+    std::fprintf(stderr, "gemm_bench: %s\n", std::string(status.message()).c_str());
     return 2;
   }
-  ridge::cuda::Run(o);
   return 0;
 }
