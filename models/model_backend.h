@@ -57,7 +57,7 @@ class ModelBackend {
   // Prompt tokens per engine step when the user sets no budget. A step with prompt tokens holds
   // up every decoding sequence until they are done: the CPU's cost grows with the tokens, so a
   // small budget; the GPU's chunked prefill costs about the same for one chunk as for dozens
-  // (each chunk's solve is one block), so a larger one.
+  // (each chunk's solve is one block), so a larger one (about three waves of those blocks).
   virtual int64_t preferred_prefill_tokens_per_step() const { return 512; }
 
   // Clears a slot to the start of a sequence.

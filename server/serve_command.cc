@@ -61,8 +61,9 @@ then the process exits 0.
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
                                never stall decoding streams (default: the backend's, 512 on
-                               the CPU, 4096 on a GPU, where a step's prompt chunks run in
-                               parallel)
+                               the CPU; on a GPU, where a step's prompt chunks run in
+                               parallel, about three waves of them: 4224 for 6 heads on an
+                               H200)
   --max-prompt-tokens N        longer prompts are rejected with 413 (default 1048576)
   --max-tokens-limit N         the largest max_tokens a request may ask for (default 65536)
   --solver-tolerance T         default CG stopping rule ||r|| <= T ||r0|| for requests that set

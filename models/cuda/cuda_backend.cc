@@ -784,10 +784,17 @@ int64_t CudaBackend::num_slots() const { return impl_->options.num_slots; }
 int64_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
 int64_t CudaBackend::state_bytes_per_slot() const { return impl_->slot_floats * sizeof(float); }
 
-// Served on an H200 (140M, 128-token prompts, 64 new tokens, tools/gpu/serve_check.py): budgets
-// of 512, 1536, 4096 and 16384 tokens gave 16.7k, 20.5k, 23.1k and 21.7k tokens/s at 64
-// concurrent streams (inter-token p90 94, 30, 27, 31 ms) and 19.0k, 25.4k, 31.0k, 31.4k at 256.
-int64_t CudaBackend::preferred_prefill_tokens_per_step() const { return 4096; }
+// About three waves of the prefill solve (one block per chunk and head, one block per SM): 4224
+// tokens for 140M on an H200, half that for 1B's twice as many heads. Served on an H200 (140M,
+// 128-token prompts, 64 new tokens, tools/gpu/serve_check.py), budgets of 512, 1536, 4096 and
+// 16384 tokens gave 16.7k, 20.5k, 23.1k and 21.7k tokens/s at 64 concurrent streams (inter-event
+// p90 94, 30, 27, 31 ms) and 19.0k, 25.4k, 31.0k, 31.4k at 256: larger budgets add waves, and
+// every decoding sequence waits for them.
+int64_t CudaBackend::preferred_prefill_tokens_per_step() const {
+  constexpr int64_t kSolveWaves = 3, kMinimum = 512;
+  const int64_t chunks = kSolveWaves * impl_->sm_count / impl_->config.num_heads;
+  return std::max(kMinimum, chunks * cuda::kPrefillChunk);
+}
 
 absl::Status CudaBackend::ResetSlot(int64_t slot) {
   RETURN_IF_ERROR(CheckSlot(slot));

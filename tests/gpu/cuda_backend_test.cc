@@ -5,6 +5,7 @@
 //   RIDGE_TEST_DATA_DIR=$PWD/tests/data build/tests/gpu/cuda_backend_test
 #include "models/cuda/cuda_backend.h"
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "engine/sampler.h"
 #include "engine/scoring.h"
+#include "kernels/cuda/mesa_chunked_prefill.h"
 #include "kernels/device_info.h"
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
@@ -543,6 +545,23 @@ TEST_F(CudaMechanicsTest, ClampsSlotsToGpuMemory) {
   const SlotChunk last{slots - 1, {&token, 1}, {}, nullptr, SolvePhase::kDecode};
   std::vector<int32_t> next;
   EXPECT_TRUE((*gpu)->ForwardGreedy({&last, 1}, &next).ok());
+}
+
+// The default prefill budget is whole chunks whose solve blocks (one per chunk and head) fill
+// the GPU about three times over, and never under the CPU's 512 tokens.
+TEST_F(CudaMechanicsTest, PrefillBudgetIsAboutThreeWavesOfChunks) {
+  auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 1});
+  ASSERT_TRUE(gpu.ok());
+  int sm_count = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t budget = (*gpu)->preferred_prefill_tokens_per_step();
+  EXPECT_EQ(budget % cuda::kPrefillChunk, 0);
+  EXPECT_GE(budget, 512);
+  const int64_t blocks = budget / cuda::kPrefillChunk * config_.num_heads;
+  if (budget > 512) {
+    EXPECT_LE(blocks, 3 * sm_count);
+    EXPECT_GT(blocks, 3 * sm_count - config_.num_heads);
+  }
 }
 
 TEST_F(CudaMechanicsTest, RejectsBadSteps) {
