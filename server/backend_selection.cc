@@ -1,5 +1,9 @@
 #include "server/backend_selection.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -10,6 +14,27 @@
 #endif
 
 namespace ridge {
+namespace {
+
+// The CPU backend's pool is allocated up front in host memory: at most as many states as fit in
+// half of the memory available now (at least one), with a warning, instead of failing later.
+std::unique_ptr<ModelBackend> CpuBackendThatFits(const MesaNetModel* model, int64_t num_slots) {
+  const int64_t state_bytes = std::max<int64_t>(model->config().StateBytes(), 1);
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) {  // else unknown: no clamp
+    const int64_t available = static_cast<int64_t>(pages) * page_size;
+    const int64_t fit = std::max<int64_t>(1, available / 2 / state_bytes);
+    if (num_slots > fit) {
+      Log(LogLevel::kWarning, "--slots ", num_slots, ": only ", fit, " states of ", state_bytes,
+          " bytes fit in half of the available memory; using ", fit);
+      num_slots = fit;
+    }
+  }
+  return std::make_unique<CpuBackend>(model, num_slots);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const MesaNetModel* model,
@@ -40,7 +65,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
       // This GPU cannot run this model (an older GPU, an unsupported head_dim): use the CPU.
       Log(LogLevel::kWarning, "--device auto: not using the GPU (",
           std::string(backend.status().message()), "); running on the CPU");
-      return std::unique_ptr<ModelBackend>(std::make_unique<CpuBackend>(model, num_slots));
+      return CpuBackendThatFits(model, num_slots);
     }
     if (!backend.ok()) {
       return absl::Status(code,
@@ -58,7 +83,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
 #endif
   }
   Log(LogLevel::kInfo, "backend: CPU", gpus.empty() ? "" : " (--device cpu)");
-  return std::unique_ptr<ModelBackend>(std::make_unique<CpuBackend>(model, num_slots));
+  return CpuBackendThatFits(model, num_slots);
 }
 
 }  // namespace ridge

@@ -52,11 +52,11 @@ then the process exits 0.
                                when this build has CUDA and one is present, else the CPU)
   --cuda-device N              which GPU with --device cuda or auto (default 0)
   --slots N                    sequences generating at once: the state pool size; each slot
-                               holds one fixed-size state (see the start-up log). Default: 64,
-                               or fewer if half of the available memory cannot hold them; a
-                               larger value is clamped to that bound with a warning (on a GPU
-                               also to its free memory after the weights, less 1 GiB or 5% of
-                               the GPU, whichever is more, for step buffers)
+                               holds one fixed-size state (see the start-up log). Default: 64.
+                               More than fit where the states live are clamped with a warning:
+                               on the CPU to half of the available memory, on a GPU to its free
+                               memory after the weights, less 1 GiB or 5% of the GPU (whichever
+                               is more) for step buffers
   --max-waiting N              requests queued for a slot beyond the running ones; more are
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
@@ -138,27 +138,11 @@ absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model
   return out;
 }
 
-// How many sequence states fit in half of the memory available now (at least one).
-int64_t SlotsThatFit(int64_t state_bytes) {
-  const long pages = sysconf(_SC_AVPHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return 1 << 20;  // unknown: no clamp
-  const int64_t available = static_cast<int64_t>(pages) * page_size;
-  return std::max<int64_t>(1, available / 2 / std::max<int64_t>(state_bytes, 1));
-}
-
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args,
                                                      const MesaNetConfig& config) {
   EngineOptions o;
   ASSIGN_OR_RETURN(o.max_slots, args.Int("slots", o.max_slots));
   if (o.max_slots < 1) return absl::InvalidArgumentError("--slots must be >= 1");
-  // The pool is allocated up front: say how many states fit instead of failing later.
-  const int64_t fit = SlotsThatFit(config.StateBytes());
-  if (o.max_slots > fit) {
-    Log(LogLevel::kWarning, "--slots ", o.max_slots, ": only ", fit, " states of ",
-        config.StateBytes(), " bytes fit in half of the available memory; using ", fit);
-    o.max_slots = fit;
-  }
   ASSIGN_OR_RETURN(o.max_waiting, args.Int("max-waiting", o.max_waiting));
   ASSIGN_OR_RETURN(o.prefill_token_budget,
                    args.Int("prefill-token-budget", o.prefill_token_budget));
@@ -242,7 +226,8 @@ absl::Status Serve(int argc, char** argv) {
   // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
   // a bf16 checkpoint) are not needed any more.
   if (model_backend->name() != "cpu") model.reset();
-  // A GPU backend clamps the slots to what its memory holds (with a warning).
+  // The backend may hold fewer states than asked for, as many as fit where its pool lives (host
+  // or GPU memory; it says so in a warning).
   engine_options.max_slots = std::min(engine_options.max_slots, model_backend->num_slots());
   if (!args.Has("prefill-token-budget")) {
     engine_options.prefill_token_budget = model_backend->preferred_prefill_tokens_per_step();
