@@ -66,9 +66,9 @@ absl::StatusOr<EngineLoadResult> RunEngineLoad(ModelBackend* backend, const Engi
                                             ? o.prefill_token_budget
                                             : backend->preferred_prefill_tokens_per_step();
   engine_options.max_prompt_tokens = std::max(engine_options.max_prompt_tokens, o.prompt_tokens);
-  ASSIGN_OR_RETURN(auto engine, Engine::Create(backend, engine_options, nullptr));
-  LoadTally tally;
+  LoadTally tally;  // outlives the engine, whose sinks point at it
   auto sink = std::make_shared<TallySink>(&tally);
+  ASSIGN_OR_RETURN(auto engine, Engine::Create(backend, engine_options, nullptr));
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> id(0, o.prompt_id_limit - 1);
   auto submit = [&]() -> absl::Status {
