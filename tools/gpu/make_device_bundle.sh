@@ -23,4 +23,5 @@ sort -u "$stage/libs.txt" | xargs -I{} cp -L {} "$stage/lib/"
 mkdir -p .gpu
 tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib
 rm -rf "$stage"
+xz -t .gpu/bundle.tar.xz  # a truncated bundle (seen once here) fails now, not on the GPU machine
 ls -la .gpu/bundle.tar.xz
