@@ -15,8 +15,9 @@ namespace ridge {
 inline constexpr const char* kBackendFlags[] = {"device", "cuda-device"};
 
 // `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
-// its weights to the GPU). The CUDA backend may hold fewer than `num_slots` states, as many as
-// its GPU's memory fits (num_slots() says).
+// its weights to the GPU). The backend may hold fewer than `num_slots` states, as many as fit
+// where its pool lives (half of the available host memory, or the GPU's free memory), with a
+// warning; num_slots() says.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const MesaNetModel* model,
                                                                      int64_t num_slots);

@@ -72,23 +72,17 @@ absl::Status Bench(int argc, char** argv) {
     }
   }
   if (args.Has("engine-load")) {
-    ASSIGN_OR_RETURN(const auto clients, args.NumberList("engine-load", ""));
+    ASSIGN_OR_RETURN(const auto list, args.NumberList("engine-load", ""));
+    ASSIGN_OR_RETURN(const std::vector<int64_t> clients, EngineLoadClients(list));
     EngineLoadOptions load;
     ASSIGN_OR_RETURN(load.requests, args.Int("engine-requests", 64));
     load.prompt_tokens = prompt;
     load.new_tokens = static_cast<int32_t>(new_tokens);
     load.prompt_id_limit = static_cast<int32_t>(config.vocab_size);
-    for (double c : clients) {
-      if (!(c >= 1 && c <= 4096)) return absl::InvalidArgumentError("--engine-load: 1 to 4096");
-      load.concurrency = static_cast<int64_t>(c);
-      CpuBackend backend(&model, load.concurrency);
-      ASSIGN_OR_RETURN(const EngineLoadResult r, RunEngineLoad(&backend, load));
-      std::printf(
-          "engine load: %lld clients, %lld requests: %.1f generated tok/s, %.2f req/s, "
-          "mean TTFT %.1f ms, %lld failed\n",
-          static_cast<long long>(load.concurrency), static_cast<long long>(load.requests),
-          r.generated_tokens / r.seconds, load.requests / r.seconds, 1e3 * r.mean_ttft_seconds,
-          static_cast<long long>(r.failed));
+    for (int64_t c : clients) {
+      load.concurrency = c;
+      CpuBackend backend(&model, c);
+      RETURN_IF_ERROR(ReportEngineLoad(&backend, load));
     }
   }
   return absl::OkStatus();

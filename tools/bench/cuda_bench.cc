@@ -236,9 +236,10 @@ absl::Status Bench(int argc, char** argv) {
     return absl::InvalidArgumentError("--prompt, --decode-steps and --prefill-len must be >= 1");
   }
 
-  std::vector<double> engine_load;
+  std::vector<int64_t> engine_load;
   if (args.Has("engine-load")) {
-    ASSIGN_OR_RETURN(engine_load, args.NumberList("engine-load", ""));
+    ASSIGN_OR_RETURN(const auto list, args.NumberList("engine-load", ""));
+    ASSIGN_OR_RETURN(engine_load, EngineLoadClients(list));
   }
   EngineLoadOptions load;
   ASSIGN_OR_RETURN(load.requests, args.Int("engine-requests", 512));
@@ -253,12 +254,7 @@ absl::Status Bench(int argc, char** argv) {
 
   int64_t slots = prefill_batch;
   for (double b : batches) slots = std::max(slots, static_cast<int64_t>(b));
-  for (double c : engine_load) {
-    if (!(c >= 1 && c <= 4096) || c != static_cast<int64_t>(c)) {
-      return absl::InvalidArgumentError("--engine-load must be whole numbers from 1 to 4096");
-    }
-    slots = std::max(slots, static_cast<int64_t>(c));
-  }
+  for (int64_t c : engine_load) slots = std::max(slots, c);
   const auto load_start = Clock::now();
   const MesaNetWeights weights = RandomMesaNetWeights(config, 1234);
   ASSIGN_OR_RETURN(auto backend,
@@ -288,20 +284,9 @@ absl::Status Bench(int argc, char** argv) {
       RETURN_IF_ERROR(BenchPrefill(setup, prefill_batch, prefill_len, tol));
     }
   }
-  for (double c : engine_load) {
-    load.concurrency = static_cast<int64_t>(c);
-    ASSIGN_OR_RETURN(const EngineLoadResult r, RunEngineLoad(backend.get(), load));
-    std::printf(
-        "engine load: %lld clients, %lld requests of %lld prompt + %d new tokens, prefill budget "
-        "%lld: %.0f generated tok/s, %.1f req/s, mean TTFT %.1f ms, %lld failed\n",
-        static_cast<long long>(load.concurrency), static_cast<long long>(load.requests),
-        static_cast<long long>(load.prompt_tokens), load.new_tokens,
-        static_cast<long long>(load.prefill_token_budget > 0
-                                   ? load.prefill_token_budget
-                                   : backend->preferred_prefill_tokens_per_step()),
-        r.generated_tokens / r.seconds, load.requests / r.seconds, 1e3 * r.mean_ttft_seconds,
-        static_cast<long long>(r.failed));
-    std::fflush(stdout);
+  for (int64_t c : engine_load) {
+    load.concurrency = c;
+    RETURN_IF_ERROR(ReportEngineLoad(backend.get(), load));
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -31,9 +32,10 @@ class LoadTally {
     changed_.wait(lock, [&] { return finished_ > seen; });
     return finished_;
   }
-  EngineLoadResult Result(double seconds) const {
+  EngineLoadResult Result(double seconds, int64_t prefill_token_budget) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return {seconds, tokens_, failed_, finished_ > 0 ? ttft_sum_ / finished_ : 0.0};
+    return {seconds, tokens_, failed_, finished_ > 0 ? ttft_sum_ / finished_ : 0.0,
+            prefill_token_budget};
   }
 
  private:
@@ -91,7 +93,31 @@ absl::StatusOr<EngineLoadResult> RunEngineLoad(ModelBackend* backend, const Engi
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return tally.Result(seconds);
+  return tally.Result(seconds, engine_options.prefill_token_budget);
+}
+
+absl::Status ReportEngineLoad(ModelBackend* backend, const EngineLoadOptions& o) {
+  ASSIGN_OR_RETURN(const EngineLoadResult r, RunEngineLoad(backend, o));
+  std::printf(
+      "engine load: %lld clients, %lld requests of %lld prompt + %d new tokens, prefill budget "
+      "%lld: %.0f generated tok/s, %.1f req/s, mean TTFT %.1f ms, %lld failed\n",
+      static_cast<long long>(o.concurrency), static_cast<long long>(o.requests),
+      static_cast<long long>(o.prompt_tokens), o.new_tokens,
+      static_cast<long long>(r.prefill_token_budget), r.generated_tokens / r.seconds,
+      o.requests / r.seconds, 1e3 * r.mean_ttft_seconds, static_cast<long long>(r.failed));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> EngineLoadClients(const std::vector<double>& list) {
+  std::vector<int64_t> clients;
+  for (double c : list) {
+    if (!(c >= 1 && c <= 4096) || c != static_cast<int64_t>(c)) {
+      return absl::InvalidArgumentError("--engine-load must be whole numbers from 1 to 4096");
+    }
+    clients.push_back(static_cast<int64_t>(c));
+  }
+  return clients;
 }
 
 }  // namespace ridge

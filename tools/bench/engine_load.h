@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/model_backend.h"
@@ -25,10 +26,17 @@ struct EngineLoadResult {
   double seconds = 0;
   int64_t generated_tokens = 0, failed = 0;
   double mean_ttft_seconds = 0;
+  int64_t prefill_token_budget = 0;  // the one the engine ran with
 };
 
 // `backend` needs at least options.concurrency slots.
 absl::StatusOr<EngineLoadResult> RunEngineLoad(ModelBackend* backend,
                                                const EngineLoadOptions& options);
+
+// Runs the load and prints one line of its results.
+absl::Status ReportEngineLoad(ModelBackend* backend, const EngineLoadOptions& options);
+
+// The client counts of a --engine-load list: whole numbers from 1 to 4096.
+absl::StatusOr<std::vector<int64_t>> EngineLoadClients(const std::vector<double>& list);
 
 }  // namespace ridge

@@ -112,16 +112,15 @@ void Run(const Options& o) {
   std::printf("cuBLAS, us per product (weights streamed over %d layer copies), weight GB/s\n",
               o.layers);
   for (const Product& p : products) {
-    const int64_t max_n = (p.n + 15) / 16 * 16;
+    const int64_t padded = (p.n + 15) / 16 * 16;  // the widest of the two runs
     std::vector<void*> w(p.copies);
-    for (void*& v : w) v = RandomBf16Device(max_n * p.k, rng);
+    for (void*& v : w) v = RandomBf16Device(padded * p.k, rng);
     float* y = nullptr;
-    Check(cudaMalloc(&y, max_rows * max_n * sizeof(float)), "cudaMalloc");
-    Check(cudaMemset(y, 0, max_rows * max_n * sizeof(float)), "memset");
+    Check(cudaMalloc(&y, max_rows * padded * sizeof(float)), "cudaMalloc");
+    Check(cudaMemset(y, 0, max_rows * padded * sizeof(float)), "memset");
     for (int rows : o.rows) {
       const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
       std::printf("%-8s rows %3d k %5lld", p.name, rows, static_cast<long long>(p.k));
-      const int64_t padded = (p.n + 15) / 16 * 16;
       for (const int64_t n : {p.n, padded}) {
         const double us = TimeGraph(stream, o.layers, o.reps, [&](int l) {
           CheckBlas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), rows,
