@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "kernels/cuda/async_copy.h"
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
@@ -32,57 +33,100 @@ __device__ __forceinline__ float* LayerBase(const MesaPrefillArgs& a, int j) {
 
 // ---------------------------------------------------------------------------------------------
 // 1. Prepare: per (chunk, head). Threads [0, D) own q channel head*D + tid, [D, 2D) the k one.
+// Tokens go in batches of kPrepareBatch: a batch's raw inputs are loaded at once and one
+// barrier serves its norms. (A barrier and a dependent load per token made this kernel take
+// 0.30 of a 0-iteration 140M prefill layer's 1.51 ms at 8 x 2048 on an H200.) Thread t < n
+// also computes token t's gates.
+
+constexpr int kPrepareBatch = 16;
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
-  __shared__ float sums[2][kWarps];
+  constexpr int kVecWarps = D / 32;  // warps holding q (then as many holding k)
+  __shared__ float sums[kPrepareBatch][kWarps];
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
   const int j = a.table.chunk_sequence[chunk];
   const int seq_begin = a.table.row_begin[j];
   const int first = seq_begin + (chunk - a.table.chunk_begin[j]) * kL;
   const int n = min(kL, seq_begin + a.table.row_count[j] - first);
   const int H = a.num_heads, K = H * D, W = a.conv_size, tid = threadIdx.x;
+
+  if (tid < n) {
+    const int64_t row = first + tid;
+    const float* pr = a.proj + row * a.proj_stride;
+    const int a_col = DecayGateColumn(H, D, a.output_gate);
+    const float ga = pr[a_col + head] + a.weights.a_bias[head];
+    const float gb = pr[a_col + H + head] + a.weights.b_bias[head];
+    // log(sigmoid(x)) = -softplus(-x), stable for both signs.
+    a.log_gamma[row * H + head] = -(fmaxf(-ga, 0.0f) + log1pf(__expf(-fabsf(ga))));
+    a.beta[row * H + head] = 1.0f / (1.0f + __expf(-gb));
+  }
+
   const bool conv_thread = tid < 2 * D;  // head_dim 64 leaves half of the block idle here
   const int which = conv_thread ? tid / D : 0, channel = head * D + tid % D;
-  const float* tail =
-      LayerBase(a, j) + SlotTailsOffset(H, D) + static_cast<int64_t>(which) * (W - 1) * K;
+  const float* input = a.proj + which * K + channel;  // + row * proj_stride
   const float* weight = (which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
   float w[kMaxConvSize];
 #pragma unroll
-  for (int i = 0; i < kMaxConvSize; ++i) w[i] = i < W ? weight[i] : 0.0f;
-
-  for (int t = 0; t < n; ++t) {
-    const int row = first + t;
-    float sum = 0.0f;
+  for (int i = 0; i < kMaxConvSize; ++i) w[i] = conv_thread && i < W ? weight[i] : 0.0f;
+  // The W-1 raw inputs before the current token, oldest first; rows before the sequence come
+  // from the slot's tail.
+  float window[kMaxConvSize - 1];
+  {
+    const float* tail =
+        LayerBase(a, j) + SlotTailsOffset(H, D) + static_cast<int64_t>(which) * (W - 1) * K;
 #pragma unroll
-    for (int i = 0; i < kMaxConvSize; ++i) {
-      if (i >= W || !conv_thread) break;
-      const int src = row - (W - 1) + i;  // rows before the sequence come from the tail
-      const float raw =
-          src >= seq_begin ? a.proj[static_cast<int64_t>(src) * a.proj_stride + which * K + channel]
-                           : tail[static_cast<int64_t>(W - 1 + (src - seq_begin)) * K + channel];
-      sum += w[i] * raw;
+    for (int i = 0; i < kMaxConvSize - 1; ++i) {
+      const int src = first - (W - 1) + i;
+      window[i] = !conv_thread || i >= W - 1 ? 0.0f
+                  : src >= seq_begin
+                      ? input[static_cast<int64_t>(src) * a.proj_stride]
+                      : tail[static_cast<int64_t>(W - 1 + (src - seq_begin)) * K + channel];
     }
-    const float v = Silu(sum);
-    const float sq = WarpSum(v * v);
-    if ((tid & 31) == 0) sums[t & 1][tid >> 5] = sq;
+  }
+  float* out = (which == 0 ? a.q_norm : a.k_norm) + channel;
+  for (int t0 = 0; t0 < n; t0 += kPrepareBatch) {
+    float raw[kPrepareBatch];
+#pragma unroll
+    for (int u = 0; u < kPrepareBatch; ++u) {
+      raw[u] = conv_thread && t0 + u < n
+                   ? input[static_cast<int64_t>(first + t0 + u) * a.proj_stride]
+                   : 0.0f;
+    }
+    float v[kPrepareBatch];
+#pragma unroll
+    for (int u = 0; u < kPrepareBatch; ++u) {
+      // Tap i reads the window for i < W-1 and the current token at i = W-1 (compile-time
+      // indices only, so that window stays in registers).
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kMaxConvSize; ++i) {
+        const float x = i < W - 1 ? window[i < kMaxConvSize - 1 ? i : 0] : raw[u];
+        if (i < W) sum += w[i] * x;
+      }
+#pragma unroll
+      for (int i = 0; i < kMaxConvSize - 1; ++i) {
+        if (i < W - 2) {
+          window[i] = window[i + 1 < kMaxConvSize - 1 ? i + 1 : i];
+        } else if (i == W - 2) {
+          window[i] = raw[u];
+        }
+      }
+      v[u] = Silu(sum);
+      const float sq = WarpSum(v[u] * v[u]);
+      if ((tid & 31) == 0) sums[u][tid >> 5] = sq;
+    }
     __syncthreads();
-    constexpr int kVecWarps = D / 32;
-    float total = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kVecWarps; ++i) total += sums[t & 1][which * kVecWarps + i];
-    float* out = which == 0 ? a.q_norm : a.k_norm;
-    if (conv_thread) out[static_cast<int64_t>(row) * K + channel] = v / sqrtf(total + kL2NormEps);
-    if (tid == 0) {
-      const float* pr = a.proj + static_cast<int64_t>(row) * a.proj_stride;
-      const int a_col = DecayGateColumn(H, a.head_dim, a.output_gate);
-      const float ga = pr[a_col + head] + a.weights.a_bias[head];
-      const float gb = pr[a_col + H + head] + a.weights.b_bias[head];
-      // log(sigmoid(x)) = -softplus(-x), stable for both signs.
-      a.log_gamma[static_cast<int64_t>(row) * H + head] =
-          -(fmaxf(-ga, 0.0f) + log1pf(__expf(-fabsf(ga))));
-      a.beta[static_cast<int64_t>(row) * H + head] = 1.0f / (1.0f + __expf(-gb));
+    for (int u = 0; u < kPrepareBatch; ++u) {
+      float total = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kVecWarps; ++i) total += sums[u][which * kVecWarps + i];
+      if (conv_thread && t0 + u < n) {
+        out[static_cast<int64_t>(first + t0 + u) * K] = v[u] / sqrtf(total + kL2NormEps);
+      }
     }
+    __syncthreads();  // sums is rewritten by the next batch
   }
 }
 
@@ -115,43 +159,54 @@ __global__ void TailsKernel(MesaPrefillArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns row
-// 32 * block + t / 8 and the float4 column groups t % 8 + 8 j (j < D/32): the 8 threads of a row
-// read 128 consecutive bytes of a shared-memory row at once, without bank conflicts. (With D/8
-// consecutive columns per thread the reads were 4-way conflicted and this scan took 2.35 of the
-// 3.25 ms of a 0-iteration 140M prefill layer at 8 x 2048 on an H200; that layer now takes 1.55.)
+// 3. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns
+// kRowsPerThread consecutive rows of the block, kRowsPerThread * (t / kGroups4) on, and the
+// float4 column group t % kGroups4: per token it reads one float4 of x_t (a warp reads whole
+// rows of it) and its rows' k values (the same ones across the warp: broadcast). Tokens are
+// applied in groups of kTokenGroup: m <- Gamma m + sum_t w_t k_t x_t^T, Gamma the group's decay
+// and w_t = beta_t times the decay of the group's tokens after t, so that an element costs one
+// multiply per group and one fused multiply-add per token instead of two operations per token.
+// (The previous layout, a row and 4 column groups per thread with two operations per token,
+// kept shared memory 88% busy and took 0.60 of a 0-iteration 140M prefill layer's 1.51 ms at
+// 8 x 2048 on an H200.) A chunk's x and k rows arrive by cp.async, all in flight at once.
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs a) {
-  constexpr int kRowBlocks = D / 32, kCols = D / 8;
-  __shared__ float k_rows[kL][32];               // k_t[i] for this block's rows
-  __shared__ __align__(16) float x_cols[kL][D];  // k_t (Hs) or v_t (Gs), all columns
-  __shared__ float decay[kL], gain[kL];
+  constexpr int kBlockRows = 32, kGroups4 = D / 4, kRowSets = kThreads / kGroups4;
+  constexpr int kRowsPerThread = kBlockRows / kRowSets;
+  constexpr int kTokenGroup = 8, kGroups = kL / kTokenGroup;
+  static_assert(kRowsPerThread * kRowSets == kBlockRows && kRowsPerThread <= 4 &&
+                    kL % kTokenGroup == 0,
+                "a thread's rows must lie in one 4-row block");
+  __shared__ __align__(16) float k_rows[kL][kBlockRows];  // k_t[i] for this block's rows
+  __shared__ __align__(16) float x_cols[kL][D];           // k_t (Hs) or v_t (Gs), all columns
+  __shared__ float log_decay[kL], weight[kL], group_decay[kGroups];
   int idx = blockIdx.x;
-  const int row_block = idx % kRowBlocks;
-  idx /= kRowBlocks;
+  const int row_block = idx % (D / kBlockRows);
+  idx /= D / kBlockRows;
   const int matrix = idx % 2;  // 0: Hs, 1: Gs
   idx /= 2;
   const int head = idx % a.num_heads, j = idx / a.num_heads;
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
-  const int r = row_block * 32 + tid / 8;
-  auto column = [&](int c) { return 4 * (tid % 8 + 8 * (c / 4)) + c % 4; };  // of m[c]
+  const int local_row = kRowsPerThread * (tid / kGroups4), group4 = tid % kGroups4;
+  const int row0 = row_block * kBlockRows + local_row;  // this thread's first row
   // Gs is stored whole; Hs packed to its upper 4x4 blocks (kernels/mesa_slot_layout.h), so a
-  // float4 group left of row r's diagonal block is a column of the block above the diagonal.
+  // column group left of the rows' diagonal block is read from the block above the diagonal.
   float* state = LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
-  auto stored = [&](int c) { return matrix == 1 || column(c) / 4 >= r / 4; };
-  auto offset = [&](int c) {
-    return matrix == 0 ? PackedHsOffset(D, r, column(c) / 4) : r * D + column(c);
+  const bool stored = matrix == 1 || group4 >= row0 / 4;
+  auto offset = [&](int i) {
+    return matrix == 0 ? PackedHsOffset(D, row0 + i, group4) : (row0 + i) * D + 4 * group4;
   };
-  float m[kCols];
+  float4 m[kRowsPerThread];
 #pragma unroll
-  for (int c = 0; c < kCols; c += 4) {
-    if (stored(c)) {
-      const float4 v = *reinterpret_cast<const float4*>(state + offset(c));
-      m[c] = v.x, m[c + 1] = v.y, m[c + 2] = v.z, m[c + 3] = v.w;
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    if (stored) {
+      m[i] = *reinterpret_cast<const float4*>(state + offset(i));
     } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) m[c + e] = state[PackedHsOffset(D, column(c) + e, r / 4) + r % 4];
+      const int r = row0 + i;
+      const float* col = state + PackedHsOffset(D, 4 * group4, r / 4) + r % 4;
+      const int stride = D - 4 * group4;  // rows of the stored block (group4, r / 4)
+      m[i] = make_float4(col[0], col[stride], col[2 * stride], col[3 * stride]);
     }
   }
   const int begin = a.table.row_begin[j], count = a.table.row_count[j];
@@ -161,69 +216,51 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   for (int start = 0, chunk = a.table.chunk_begin[j]; start < count; start += kL, ++chunk) {
     float* out = a.chunk_states + ((static_cast<int64_t>(chunk) * H + head) * 2 + matrix) * D * D;
 #pragma unroll
-    for (int c = 0; c < kCols; c += 4) {
-      *reinterpret_cast<float4*>(out + r * D + column(c)) =
-          make_float4(m[c], m[c + 1], m[c + 2], m[c + 3]);
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      *reinterpret_cast<float4*>(out + (row0 + i) * D + 4 * group4) = m[i];
     }
     const int n = min(kL, count - start);
+    const int64_t first = begin + start;
     __syncthreads();  // the previous chunk's shared rows are consumed
-    // Batches of 8 independent loads per thread in flight, then the shared-memory stores.
-    constexpr int kPerThread = kL * D / kThreads, kBatch = 8;
-    static_assert(kPerThread % kBatch == 0 && kL * 32 / kThreads == kBatch, "tiling");
-#pragma unroll 1
-    for (int b = 0; b < kPerThread; b += kBatch) {
-      float staged[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = tid + (b + u) * kThreads, t = i / D;
-        staged[u] =
-            t < n ? x_src[(begin + start + t) * static_cast<int64_t>(x_stride) + x_offset + i % D]
-                  : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = tid + (b + u) * kThreads;
-        x_cols[i / D][i % D] = staged[u];
-      }
-    }
-    {
-      float staged[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = tid + u * kThreads, t = i / 32;
-        staged[u] = t < n ? a.k_norm[(begin + start + t) * static_cast<int64_t>(K) + head * D +
-                                     row_block * 32 + i % 32]
-                          : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = tid + u * kThreads;
-        k_rows[i / 32][i % 32] = staged[u];
-      }
-    }
-    for (int t = tid; t < n; t += kThreads) {
-      const int64_t row = begin + start + t;
-      decay[t] = __expf(a.log_gamma[row * H + head]);
-      gain[t] = a.beta[row * H + head];
-    }
+    CopyRowsAsync<D>(&x_cols[0][0], D, x_src + first * x_stride + x_offset, x_stride, n);
+    CopyRowsAsync<kBlockRows>(&k_rows[0][0], kBlockRows,
+                              a.k_norm + first * K + head * D + row_block * kBlockRows, K, n);
+    __pipeline_commit();
+    if (tid < kL) log_decay[tid] = tid < n ? a.log_gamma[(first + tid) * H + head] : 0.0f;
     __syncthreads();
-    for (int t = 0; t < n; ++t) {
-      const float g = decay[t], bk = gain[t] * k_rows[t][tid / 8];
+    if (tid < n) {  // token tid's weight: beta times the decay of its group's later tokens
+      const int group_end = min(n, (tid / kTokenGroup + 1) * kTokenGroup);
+      float later = 0.0f;
+      for (int s = tid + 1; s < group_end; ++s) later += log_decay[s];
+      weight[tid] = a.beta[(first + tid) * H + head] * __expf(later);
+      if (tid % kTokenGroup == 0) group_decay[tid / kTokenGroup] = __expf(later + log_decay[tid]);
+    }
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    for (int g0 = 0; g0 < n; g0 += kTokenGroup) {
+      const float gamma = group_decay[g0 / kTokenGroup];
 #pragma unroll
-      for (int c = 0; c < kCols; c += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(&x_cols[t][column(c)]);
-        m[c] = g * m[c] + bk * x.x;
-        m[c + 1] = g * m[c + 1] + bk * x.y;
-        m[c + 2] = g * m[c + 2] + bk * x.z;
-        m[c + 3] = g * m[c + 3] + bk * x.w;
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        m[i].x *= gamma, m[i].y *= gamma, m[i].z *= gamma, m[i].w *= gamma;
+      }
+#pragma unroll
+      for (int u = 0; u < kTokenGroup; ++u) {
+        const int t = g0 + u;
+        if (t >= n) break;
+        const float4 x = reinterpret_cast<const float4*>(x_cols[t])[group4];
+        const float w = weight[t];
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          const float wk = w * k_rows[t][local_row + i];
+          m[i].x += wk * x.x, m[i].y += wk * x.y, m[i].z += wk * x.z, m[i].w += wk * x.w;
+        }
       }
     }
   }
+  if (stored) {
 #pragma unroll
-  for (int c = 0; c < kCols; c += 4) {
-    if (stored(c)) {
-      *reinterpret_cast<float4*>(state + offset(c)) =
-          make_float4(m[c], m[c + 1], m[c + 2], m[c + 3]);
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      *reinterpret_cast<float4*>(state + offset(i)) = m[i];
     }
   }
 }
@@ -360,25 +397,13 @@ __device__ __forceinline__ float RowSum(float v) {
   return v;
 }
 
-// Rows [0, n) of a [*, D] tile from global memory (any row stride: the projections' rows need
-// not be 16-byte aligned), zeros below.
+// Issues the copy of rows [0, n) of a [*, D] tile into a [kL, kLd] one (rows past n zeroed).
 template <int D>
-__device__ __forceinline__ void LoadTile(float* dst, const float* src, int64_t src_stride, int n) {
+__device__ __forceinline__ void CopyTileAsync(float* dst, const float* src, int64_t src_stride,
+                                              int n) {
   using Lo = SolveLayout<D>;
-  for (int i = threadIdx.x; i < kL * D; i += kThreads) {
-    const int t = i / D, c = i % D;
-    dst[t * Lo::kLd + c] = t < n ? src[t * src_stride + c] : 0.0f;
-  }
-}
-
-template <int D>
-__device__ __forceinline__ void LoadMatrix(float* dst, const float* src) {
-  using Lo = SolveLayout<D>;
-  for (int i = threadIdx.x; i < D * D / 4; i += kThreads) {
-    const int r = i / (D / 4), c = (i % (D / 4)) * 4;
-    *reinterpret_cast<float4*>(dst + r * Lo::kLd + c) =
-        *reinterpret_cast<const float4*>(src + r * D + c);
-  }
+  CopyRowsAsync<D>(dst, Lo::kLd, src, src_stride, n);
+  ZeroRows<D>(dst, Lo::kLd, n, kL);
 }
 
 template <int D>
@@ -410,8 +435,11 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   const int max_iterations = a.table.max_iterations[j];
   const float* chunk_state = a.chunk_states + (static_cast<int64_t>(chunk) * H + head) * 2 * D * D;
 
-  LoadMatrix<D>(mat, chunk_state);
-  LoadTile<D>(keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  // Hs_c and the keys arrive while the decays and the CG start are computed (waited for
+  // before the first product).
+  CopyRowsAsync<D>(mat, Lo::kLd, chunk_state, D, D);
+  CopyTileAsync<D>(keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  __pipeline_commit();
   if (tid < 32) {  // inclusive prefix sum of the log decays (two per lane), and the gains
     const int i0 = 2 * tid;
     const float l0 = i0 < n ? a.log_gamma[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
@@ -452,6 +480,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     p[c] = active ? r[c] : 0.0f;
     p_s[t * Lo::kLd + c0 + 4 * c] = p[c];
   }
+  __pipeline_wait_prior(0);  // Hs_c and the keys: published by the loop's first barrier
   for (int it = 0; it < max_iterations; ++it) {
     if (!__syncthreads_or(active)) break;  // also publishes P
     ProductWithState<D>(p_s, mat, y_s);
@@ -508,6 +537,10 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   }
 
   // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t).
+  // Every read of Hs_c came before one of the loop's barriers: Gs_c may replace it now, arriving
+  // while the keys' product runs.
+  CopyRowsAsync<D>(mat, Lo::kLd, chunk_state + D * D, D, D);
+  __pipeline_commit();
   __syncthreads();
 #pragma unroll
   for (int c = 0; c < kCols; ++c) p_s[t * Lo::kLd + c0 + 4 * c] = x[c];
@@ -515,9 +548,10 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   ProductWithKeys<D>(p_s, keys, s_s);
   __syncthreads();
   // Gs is stored [key, value], so o = Gs^T x is x^T Gs: the same row-major product.
-  LoadMatrix<D>(mat, chunk_state + D * D);
-  LoadTile<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
-              a.proj_stride, n);
+  CopyTileAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
+                   a.proj_stride, n);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
   __syncthreads();
   ProductWithState<D>(p_s, mat, y_s);
   __syncthreads();
