@@ -175,9 +175,9 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   constexpr int kBlockRows = 32, kGroups4 = D / 4, kRowSets = kThreads / kGroups4;
   constexpr int kRowsPerThread = kBlockRows / kRowSets;
   constexpr int kTokenGroup = 8, kGroups = kL / kTokenGroup;
-  static_assert(kRowsPerThread * kRowSets == kBlockRows && kRowsPerThread <= 4 &&
-                    kL % kTokenGroup == 0,
-                "a thread's rows must lie in one 4-row block");
+  static_assert(
+      kRowsPerThread * kRowSets == kBlockRows && kRowsPerThread <= 4 && kL % kTokenGroup == 0,
+      "a thread's rows must lie in one 4-row block");
   __shared__ __align__(16) float k_rows[kL][kBlockRows];  // k_t[i] for this block's rows
   __shared__ __align__(16) float x_cols[kL][D];           // k_t (Hs) or v_t (Gs), all columns
   __shared__ float log_decay[kL], weight[kL], group_decay[kGroups];
@@ -291,15 +291,21 @@ template <typename Layout>
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
 
-// 3xTF32: x = hi + lo with both parts representable in TF32; hi*hi + lo*hi + hi*lo recovers
-// about fp32 accuracy from the TF32 tensor cores.
+// 3xTF32: x = hi + lo, hi x's nearest TF32 value; hi*hi + lo*hi + hi*lo recovers about fp32
+// accuracy from the TF32 tensor cores. hi is rounded by integer arithmetic (add half a TF32 ulp
+// to the magnitude, clear the 13 low bits: cvt.rna's ties-away rounding), and lo = x - hi (exact)
+// goes in as it is: the tensor cores read a TF32 operand's top 19 bits, so lo loses at most
+// 2^-10 of itself, 2^-21 of x. wmma::__float_to_tf32 on both parts cost about nine instructions
+// an element (with its infinity checks) and was most of the solve's instructions (ncu on an
+// H200: 10k instructions a warp per CG iteration at 140M).
 template <typename Frag>
 __device__ __forceinline__ void SplitTf32(Frag& hi, Frag& lo) {
 #pragma unroll
   for (int i = 0; i < hi.num_elements; ++i) {
     const float x = hi.x[i];
-    hi.x[i] = wmma::__float_to_tf32(x);
-    lo.x[i] = wmma::__float_to_tf32(x - hi.x[i]);
+    const float rounded = __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+    hi.x[i] = rounded;
+    lo.x[i] = x - rounded;
   }
 }
 
@@ -364,15 +370,16 @@ __device__ void AccumulateIntraChunk(const float* w, const float* v, float* y) {
   MultiplyChunkRows<D / 16, wmma::row_major>(w, Lo::kLdS, v, Lo::kLd, kL, y, Lo::kLd, true);
 }
 
-// W[t][s] = beta_s * exp(G_t - G_s) for s <= t, else 0, and decay[t] = exp(G_t).
+// W[t][s] = beta_s * exp(G_t - G_s) for s <= t, else 0, and decay[t] = exp(G_t). kThreads is a
+// multiple of kL and of D, so each thread keeps one column of these [*, kL] and [*, D] tiles.
 template <int D>
 __device__ void ComputeDecayWeights(const float* g, const float* beta, float* w, float* decay) {
   using Lo = SolveLayout<D>;
-  for (int i = threadIdx.x; i < kL * kL; i += kThreads) {
-    const int t = i / kL, u = i % kL;
+  const int u = threadIdx.x % kL;
+  for (int t = threadIdx.x / kL; t < kL; t += kThreads / kL) {
     w[t * Lo::kLdS + u] = u <= t ? beta[u] * __expf(g[t] - g[u]) : 0.0f;
   }
-  for (int t = threadIdx.x; t < kL; t += kThreads) decay[t] = __expf(g[t]);
+  if (threadIdx.x < kL) decay[threadIdx.x] = __expf(g[threadIdx.x]);
 }
 
 // In place: S[t][s] <- S[t][s] * W[t][s], and Y's rows are scaled by decay[t] (the decay of
@@ -380,14 +387,14 @@ __device__ void ComputeDecayWeights(const float* g, const float* beta, float* w,
 template <int D>
 __device__ void DecayWeights(const float* w, const float* decay, float* s, float* y) {
   using Lo = SolveLayout<D>;
-  for (int i = threadIdx.x; i < kL * kL; i += kThreads) {
-    const int at = (i / kL) * Lo::kLdS + i % kL;
-    s[at] *= w[at];
-  }
-  for (int i = threadIdx.x; i < kL * D; i += kThreads) {
-    const int t = i / D;
-    y[t * Lo::kLd + i % D] *= decay[t];
-  }
+  static_assert(kThreads % kL == 0 && kThreads % D == 0, "a thread keeps its column");
+  const int u = threadIdx.x % kL;
+#pragma unroll
+  for (int t = threadIdx.x / kL; t < kL; t += kThreads / kL)
+    s[t * Lo::kLdS + u] *= w[t * Lo::kLdS + u];
+  const int c = threadIdx.x % D;
+#pragma unroll
+  for (int t = threadIdx.x / D; t < kL; t += kThreads / D) y[t * Lo::kLd + c] *= decay[t];
 }
 
 // The four threads of a row (consecutive lanes) each hold D/4 of its columns.
