@@ -34,12 +34,4 @@ __device__ __forceinline__ void CopyRowsAsync(float* dst, int dst_stride, const 
   }
 }
 
-// Zeroes rows [from, to) x columns [0, Cols) of dst (plain stores).
-template <int Cols>
-__device__ __forceinline__ void ZeroRows(float* dst, int dst_stride, int from, int to) {
-  for (int i = threadIdx.x; i < (to - from) * Cols; i += blockDim.x) {
-    dst[(from + i / Cols) * dst_stride + i % Cols] = 0.0f;
-  }
-}
-
 }  // namespace ridge::cuda

@@ -1,18 +1,15 @@
 #include <cuda_bf16.h>
-#include <mma.h>
 
-#include <type_traits>
 
 #include "kernels/cuda/async_copy.h"
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
+#include "kernels/cuda/tf32x3_mma.h"
 #include "kernels/mesa_slot_layout.h"
 
 namespace ridge::cuda {
 namespace {
-
-using namespace nvcuda;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -266,135 +263,183 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Solve and readout: per (chunk, head).
+// 4. Solve and readout: per (chunk, head). Every product of the solve runs on the tensor cores
+// as 3xTF32 (tf32x3_mma.h, about fp32 accuracy) from operands kept in shared memory in fragment
+// order. One CG product A p_t for all tokens of the chunk is
+//   y_t = exp(G_t) Hs_c p_t + sum_{s<=t} beta_s exp(G_t - G_s) k_s (k_s . p_t) + lambda p_t,
+// taken as S = P K^T scaled by the intra-chunk weights W[t][s] in registers and stored, then
+// Y = decay * (P Hs_c) kept in registers, after one barrier Y += S V (V = K), and Y stored for the
+// CG update. A warp owns 2 x kTilesN of Y's 16 x 8 tiles (rows 32 * (w % 2) on, columns
+// 8 * kTilesN * (w / 2) on) and 2 x 2 of S's.
 
 template <int D>
 struct SolveLayout {
-  static constexpr int kLd = D + 4;          // padded row stride of the [*, D] tiles
-  static constexpr int kLdS = kL + 4;        // of the [L, L] tile
-  static constexpr int kMat = 0;             // Hs_c, later Gs_c: [D, kLd]
-  static constexpr int kK = kMat + D * kLd;  // K, later V: [L, kLd]
-  static constexpr int kP = kK + kL * kLd;   // P, later X: [L, kLd]
-  static constexpr int kY = kP + kL * kLd;   // products: [L, kLd]
-  static constexpr int kS = kY + kL * kLd;   // [L, kLdS]
-  static constexpr int kG = kS + kL * kLdS;  // cumulative log decay [L]
-  static constexpr int kBeta = kG + kL;      // [L]
-  // The intra-chunk weights beta_s exp(G_t - G_s) for s <= t, else 0: [L, kLdS]; and the
-  // chunk-start decays exp(G_t): [L]. Fixed for the whole solve, so computed once.
-  static constexpr int kW = kBeta + kL;
-  static constexpr int kDecay = kW + kL * kLdS;
-  static constexpr int kTotal = kDecay + kL;
+  static constexpr int kLdY = D + 4;           // padded row stride of Y
+  static constexpr int kMat = 0;               // Hs_c, later Gs_c: B operand [D, D], fragment order
+  static constexpr int kKeysT = kMat + D * D;  // K^T as the B operand of P K^T: [D, kL]
+  static constexpr int kKeys = kKeysT + kL * D;  // K, later V, as the B operand of S K: [kL, D]
+  static constexpr int kP = kKeys + kL * D;      // P, later X: A operand [kL, D], fragment order
+  static constexpr int kY = kP + kL * D;         // products, row-major [kL, kLdY]
+  static constexpr int kS = kY + kL * kLdY;      // weighted P K^T: A operand [kL, kL]
+  static constexpr int kG = kS + kL * kL;        // cumulative log decay [L]
+  static constexpr int kBeta = kG + kL;          // [L]
+  static constexpr int kTotal = kBeta + kL;
 };
 
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-template <typename Layout>
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-
-// 3xTF32: x = hi + lo, hi x's nearest TF32 value; hi*hi + lo*hi + hi*lo recovers about fp32
-// accuracy from the TF32 tensor cores. hi is rounded by integer arithmetic (add half a TF32 ulp
-// to the magnitude, clear the 13 low bits: cvt.rna's ties-away rounding), and lo = x - hi (exact)
-// goes in as it is: the tensor cores read a TF32 operand's top 19 bits, so lo loses at most
-// 2^-10 of itself, 2^-21 of x. wmma::__float_to_tf32 on both parts cost about nine instructions
-// an element (with its infinity checks) and was most of the solve's instructions (ncu on an
-// H200: 10k instructions a warp per CG iteration at 140M).
-template <typename Frag>
-__device__ __forceinline__ void SplitTf32(Frag& hi, Frag& lo) {
-#pragma unroll
-  for (int i = 0; i < hi.num_elements; ++i) {
-    const float x = hi.x[i];
-    const float rounded = __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
-    hi.x[i] = rounded;
-    lo.x[i] = x - rounded;
-  }
-}
-
-// C[L, 16 * kTilesN] (+)= A[L, kdim] * B[kdim, 16 * kTilesN]. Warp w owns column tile
-// w % kTilesN and a run of row tiles, so each B fragment is loaded and split once per k-step and
-// reused for every row tile.
-template <int kTilesN, typename BLayout>
-__device__ __forceinline__ void MultiplyChunkRows(const float* a, int lda, const float* b, int ldb,
-                                                  int kdim, float* c, int ldc, bool accumulate) {
-  static_assert(kWarps % kTilesN == 0, "column tiles must divide the warps");
-  constexpr int kRowTiles = (kL / 16) / (kWarps / kTilesN);
-  constexpr bool kRowMajorB = std::is_same_v<BLayout, wmma::row_major>;
-  const int warp = threadIdx.x >> 5;
-  const int tn = warp % kTilesN, tm0 = (warp / kTilesN) * kRowTiles;
-  FragC acc[kRowTiles];
-#pragma unroll
-  for (int i = 0; i < kRowTiles; ++i) {
-    if (accumulate) {
-      wmma::load_matrix_sync(acc[i], c + (tm0 + i) * 16 * ldc + tn * 16, ldc, wmma::mem_row_major);
+// Issues the copies of rows [0, n) of a [*, Cols] matrix from global memory (rows `stride`
+// floats apart) into fragment order, each element by a 4-byte cp.async to `offset(r, c)`; rows
+// [n, Rows) are zeroed.
+template <int Rows, int Cols, typename Offset>
+__device__ __forceinline__ void CopyPermutedAsync(float* dst, const float* src, int64_t stride,
+                                                  int n, Offset offset) {
+  for (int i = threadIdx.x; i < Rows * Cols; i += kThreads) {
+    const int r = i / Cols, c = i % Cols;
+    if (r < n) {
+      __pipeline_memcpy_async(dst + offset(r, c), src + r * stride + c, 4);
     } else {
-      wmma::fill_fragment(acc[i], 0.0f);
+      dst[offset(r, c)] = 0.0f;
     }
   }
-  for (int k = 0; k < kdim; k += 8) {
-    FragB<BLayout> b_hi, b_lo;
-    wmma::load_matrix_sync(b_hi, kRowMajorB ? b + k * ldb + tn * 16 : b + tn * 16 * ldb + k, ldb);
-    SplitTf32(b_hi, b_lo);
+}
+
+// Copies of a chunk's keys (or values: keys_t = nullptr) for the two products they enter.
+template <int D>
+__device__ __forceinline__ void CopyKeysAsync(float* keys_t, float* keys, const float* src,
+                                              int64_t stride, int n) {
+  if (keys_t != nullptr) {
+    CopyPermutedAsync<kL, D>(keys_t, src, stride, n,
+                             [](int s, int c) { return BPermOffset(c, s, kL); });
+  }
+  CopyPermutedAsync<kL, D>(keys, src, stride, n, [](int s, int c) { return BPermOffset(s, c, D); });
+}
+
+template <int D>
+struct SolveWarpTiles {
+  static constexpr int kTilesN = D / 32;  // Y column tiles per warp
+  int m0;                                 // first of the warp's two row tiles (of 16)
+  int n0;                                 // first of its Y column tiles (of 8)
+  int s_n0;                               // first of its two S column tiles
+  __device__ SolveWarpTiles() {
+    const int warp = threadIdx.x >> 5;
+    m0 = 2 * (warp % 2);
+    n0 = kTilesN * (warp / 2);
+    s_n0 = 2 * (warp / 2);
+  }
+};
+
+// S = (P K^T) * W in the warp's 2 x 2 tiles of S, stored in fragment order. W[t][s] = beta_s
+// exp(G_t - G_s) for s <= t, else 0.
+template <int D>
+__device__ __forceinline__ void WeightedKeyProduct(const SolveWarpTiles<D>& w, const float* p,
+                                                   const float* keys_t, const float* g,
+                                                   const float* beta, float* s) {
+  float acc[2][2][4] = {};
+#pragma unroll 4
+  for (int k = 0; k < D / 8; ++k) {
+    FragmentA a[2];
 #pragma unroll
-    for (int i = 0; i < kRowTiles; ++i) {
-      FragA a_hi, a_lo;
-      wmma::load_matrix_sync(a_hi, a + (tm0 + i) * 16 * lda + k, lda);
-      SplitTf32(a_hi, a_lo);
-      wmma::mma_sync(acc[i], a_lo, b_hi, acc[i]);
-      wmma::mma_sync(acc[i], a_hi, b_lo, acc[i]);
-      wmma::mma_sync(acc[i], a_hi, b_hi, acc[i]);
+    for (int i = 0; i < 2; ++i) a[i] = LoadFragmentA(p, (w.m0 + i) * (D / 8) + k);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const FragmentB b = LoadFragmentB(keys_t, k * (kL / 8) + w.s_n0 + j);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) MmaTf32x3(acc[i][j], a[i], b);
     }
   }
+  const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
-  for (int i = 0; i < kRowTiles; ++i) {
-    wmma::store_matrix_sync(c + (tm0 + i) * 16 * ldc + tn * 16, acc[i], ldc, wmma::mem_row_major);
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = 16 * (w.m0 + i) + gr + 8 * (e >> 1), u = 8 * (w.s_n0 + j) + 2 * q + (e & 1);
+        const float weight = u <= t ? beta[u] * __expf(g[t] - g[u]) : 0.0f;
+        s[APermOffset(t, u, kL)] = acc[i][j][e] * weight;
+      }
+    }
   }
 }
 
-// Y[L, D] = X[L, D] * M[D, D] (row-major M).
+// acc = decay_t * (X M) in the warp's tiles of Y (M in fragment order).
 template <int D>
-__device__ void ProductWithState(const float* x, const float* m, float* y) {
-  using Lo = SolveLayout<D>;
-  MultiplyChunkRows<D / 16, wmma::row_major>(x, Lo::kLd, m, Lo::kLd, D, y, Lo::kLd, false);
-}
-
-// S[L, L] = X[L, D] * K[L, D]^T.
-template <int D>
-__device__ void ProductWithKeys(const float* x, const float* k, float* s) {
-  using Lo = SolveLayout<D>;
-  MultiplyChunkRows<kL / 16, wmma::col_major>(x, Lo::kLd, k, Lo::kLd, D, s, Lo::kLdS, false);
-}
-
-// Y[L, D] += W[L, L] * V[L, D].
-template <int D>
-__device__ void AccumulateIntraChunk(const float* w, const float* v, float* y) {
-  using Lo = SolveLayout<D>;
-  MultiplyChunkRows<D / 16, wmma::row_major>(w, Lo::kLdS, v, Lo::kLd, kL, y, Lo::kLd, true);
-}
-
-// W[t][s] = beta_s * exp(G_t - G_s) for s <= t, else 0, and decay[t] = exp(G_t). kThreads is a
-// multiple of kL and of D, so each thread keeps one column of these [*, kL] and [*, D] tiles.
-template <int D>
-__device__ void ComputeDecayWeights(const float* g, const float* beta, float* w, float* decay) {
-  using Lo = SolveLayout<D>;
-  const int u = threadIdx.x % kL;
-  for (int t = threadIdx.x / kL; t < kL; t += kThreads / kL) {
-    w[t * Lo::kLdS + u] = u <= t ? beta[u] * __expf(g[t] - g[u]) : 0.0f;
+__device__ __forceinline__ void StateProduct(const SolveWarpTiles<D>& w, const float* x,
+                                             const float* m, const float* g,
+                                             float (&acc)[2][D / 32][4]) {
+  constexpr int kTilesN = SolveWarpTiles<D>::kTilesN;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
   }
-  if (threadIdx.x < kL) decay[threadIdx.x] = __expf(g[threadIdx.x]);
+#pragma unroll 2
+  for (int k = 0; k < D / 8; ++k) {
+    FragmentA a[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) a[i] = LoadFragmentA(x, (w.m0 + i) * (D / 8) + k);
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+      const FragmentB b = LoadFragmentB(m, k * (D / 8) + w.n0 + j);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) MmaTf32x3(acc[i][j], a[i], b);
+    }
+  }
+  const int gr = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float upper = __expf(g[16 * (w.m0 + i) + gr]),
+                lower = __expf(g[16 * (w.m0 + i) + gr + 8]);
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+      acc[i][j][0] *= upper, acc[i][j][1] *= upper, acc[i][j][2] *= lower, acc[i][j][3] *= lower;
+    }
+  }
 }
 
-// In place: S[t][s] <- S[t][s] * W[t][s], and Y's rows are scaled by decay[t] (the decay of
-// the chunk-start state up to token t).
+// acc += S V in the warp's tiles of Y, then Y stored row-major.
 template <int D>
-__device__ void DecayWeights(const float* w, const float* decay, float* s, float* y) {
+__device__ __forceinline__ void IntraChunkProduct(const SolveWarpTiles<D>& w, const float* s,
+                                                  const float* v, float (&acc)[2][D / 32][4],
+                                                  float* y) {
+  constexpr int kTilesN = SolveWarpTiles<D>::kTilesN;
   using Lo = SolveLayout<D>;
-  static_assert(kThreads % kL == 0 && kThreads % D == 0, "a thread keeps its column");
-  const int u = threadIdx.x % kL;
+#pragma unroll 2
+  for (int k = 0; k < kL / 8; ++k) {
+    FragmentA a[2];
 #pragma unroll
-  for (int t = threadIdx.x / kL; t < kL; t += kThreads / kL)
-    s[t * Lo::kLdS + u] *= w[t * Lo::kLdS + u];
-  const int c = threadIdx.x % D;
+    for (int i = 0; i < 2; ++i) a[i] = LoadFragmentA(s, (w.m0 + i) * (kL / 8) + k);
 #pragma unroll
-  for (int t = threadIdx.x / D; t < kL; t += kThreads / D) y[t * Lo::kLd + c] *= decay[t];
+    for (int j = 0; j < kTilesN; ++j) {
+      const FragmentB b = LoadFragmentB(v, k * (D / 8) + w.n0 + j);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) MmaTf32x3(acc[i][j], a[i], b);
+    }
+  }
+  const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+      float* at = y + (16 * (w.m0 + i) + gr) * Lo::kLdY + 8 * (w.n0 + j) + 2 * q;
+      *reinterpret_cast<float2*>(at) = make_float2(acc[i][j][0], acc[i][j][1]);
+      *reinterpret_cast<float2*>(at + 8 * Lo::kLdY) = make_float2(acc[i][j][2], acc[i][j][3]);
+    }
+  }
+}
+
+// Y = A X for all tokens of the chunk (X in fragment order in x): three products and two
+// barriers; on return Y is published. The caller has published X, and the matrices.
+template <int D>
+__device__ __forceinline__ void ChunkProduct(const SolveWarpTiles<D>& w, const float* x,
+                                             const float* m, const float* keys_t, const float* keys,
+                                             const float* g, const float* beta, float* s,
+                                             float* y) {
+  float acc[2][D / 32][4];
+  WeightedKeyProduct<D>(w, x, keys_t, g, beta, s);
+  StateProduct<D>(w, x, m, g, acc);
+  __syncthreads();  // S published
+  IntraChunkProduct<D>(w, s, keys, acc, y);
+  __syncthreads();  // Y published
 }
 
 // The four threads of a row (consecutive lanes) each hold D/4 of its columns.
@@ -404,15 +449,6 @@ __device__ __forceinline__ float RowSum(float v) {
   return v;
 }
 
-// Issues the copy of rows [0, n) of a [*, D] tile into a [kL, kLd] one (rows past n zeroed).
-template <int D>
-__device__ __forceinline__ void CopyTileAsync(float* dst, const float* src, int64_t src_stride,
-                                              int n) {
-  using Lo = SolveLayout<D>;
-  CopyRowsAsync<D>(dst, Lo::kLd, src, src_stride, n);
-  ZeroRows<D>(dst, Lo::kLd, n, kL);
-}
-
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   using Lo = SolveLayout<D>;
@@ -420,14 +456,13 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float* mat = smem + Lo::kMat;
-  float* keys = smem + Lo::kK;
+  float* keys_t = smem + Lo::kKeysT;
+  float* keys = smem + Lo::kKeys;
   float* p_s = smem + Lo::kP;
   float* y_s = smem + Lo::kY;
   float* s_s = smem + Lo::kS;
   float* g_s = smem + Lo::kG;
   float* beta_s = smem + Lo::kBeta;
-  float* w_s = smem + Lo::kW;
-  float* decay_s = smem + Lo::kDecay;
 
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
   const int j = a.table.chunk_sequence[chunk];
@@ -441,11 +476,14 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   const float tolerance = a.table.tolerance[j];
   const int max_iterations = a.table.max_iterations[j];
   const float* chunk_state = a.chunk_states + (static_cast<int64_t>(chunk) * H + head) * 2 * D * D;
+  const SolveWarpTiles<D> tiles;
+  auto state_offset = [](int k, int c) { return BPermOffset(k, c, D); };
+  auto p_at = [&](int c) { return APermOffset(t, c0 + 4 * c, D); };
 
   // Hs_c and the keys arrive while the decays and the CG start are computed (waited for
   // before the first product).
-  CopyRowsAsync<D>(mat, Lo::kLd, chunk_state, D, D);
-  CopyTileAsync<D>(keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  CopyPermutedAsync<D, D>(mat, chunk_state, D, D, state_offset);
+  CopyKeysAsync<D>(keys_t, keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
   __pipeline_commit();
   if (tid < 32) {  // inclusive prefix sum of the log decays (two per lane), and the gains
     const int i0 = 2 * tid;
@@ -463,9 +501,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     g_s[i0 + 1] = scan;
     beta_s[i0] = i0 < n ? a.beta[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
     beta_s[i0 + 1] = i0 + 1 < n ? a.beta[(first + i0 + 1) * static_cast<int64_t>(H) + head] : 0.0f;
-  }
-  __syncthreads();
-  ComputeDecayWeights<D>(g_s, beta_s, w_s, decay_s);  // published by the solve's first barrier
+  }  // g_s and beta_s are published by the solve's first barrier
 
   // CG from x0 = 0 for every token of the chunk; token t's vectors live in the 4 threads of row t.
   float x[kCols], r[kCols], p[kCols], lambda[kCols];
@@ -485,22 +521,16 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
     p[c] = active ? r[c] : 0.0f;
-    p_s[t * Lo::kLd + c0 + 4 * c] = p[c];
+    p_s[p_at(c)] = p[c];
   }
   __pipeline_wait_prior(0);  // Hs_c and the keys: published by the loop's first barrier
   for (int it = 0; it < max_iterations; ++it) {
     if (!__syncthreads_or(active)) break;  // also publishes P
-    ProductWithState<D>(p_s, mat, y_s);
-    ProductWithKeys<D>(p_s, keys, s_s);
-    __syncthreads();
-    DecayWeights<D>(w_s, decay_s, s_s, y_s);
-    __syncthreads();
-    AccumulateIntraChunk<D>(s_s, keys, y_s);
-    __syncthreads();
+    ChunkProduct<D>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
     float ap[kCols], p_ap = 0.0f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      ap[c] = y_s[t * Lo::kLd + c0 + 4 * c] + lambda[c] * p[c];
+      ap[c] = y_s[t * Lo::kLdY + c0 + 4 * c] + lambda[c] * p[c];
       p_ap += p[c] * ap[c];
     }
     p_ap = RowSum(p_ap);
@@ -527,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     }
     // P was last read by the products, which finished before the barriers above.
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) p_s[t * Lo::kLd + c0 + 4 * c] = active ? p[c] : 0.0f;
+    for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = active ? p[c] : 0.0f;
   }
 
   // Per-token statistics, summed over the block, then added to the sequence's counters.
@@ -543,35 +573,27 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     atomicMax(reinterpret_cast<int*>(&counters.max_residual), __float_as_int(residual));
   }
 
-  // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t).
-  // Every read of Hs_c came before one of the loop's barriers: Gs_c may replace it now, arriving
-  // while the keys' product runs.
-  CopyRowsAsync<D>(mat, Lo::kLd, chunk_state + D * D, D, D);
-  __pipeline_commit();
-  __syncthreads();
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) p_s[t * Lo::kLd + c0 + 4 * c] = x[c];
-  __syncthreads();
-  ProductWithKeys<D>(p_s, keys, s_s);
-  __syncthreads();
-  // Gs is stored [key, value], so o = Gs^T x is x^T Gs: the same row-major product.
-  CopyTileAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
+  // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t): the
+  // CG product's form with Gs_c for Hs_c, values for keys (in the second product), X for P.
+  // Every read of Hs_c and of the keys' second copy came before one of the loop's barriers (or
+  // none ran), so Gs_c and the values replace them now. Gs is stored [key, value]: o = Gs^T x is
+  // x^T Gs, the same product.
+  CopyPermutedAsync<D, D>(mat, chunk_state + D * D, D, D, state_offset);
+  CopyKeysAsync<D>(nullptr, keys,
+                   a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
                    a.proj_stride, n);
   __pipeline_commit();
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = x[c];  // P's reads also came before a barrier
   __pipeline_wait_prior(0);
   __syncthreads();
-  ProductWithState<D>(p_s, mat, y_s);
-  __syncthreads();
-  DecayWeights<D>(w_s, decay_s, s_s, y_s);
-  __syncthreads();
-  AccumulateIntraChunk<D>(s_s, keys, y_s);
-  __syncthreads();
+  ChunkProduct<D>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
 
   // Per-head RMSNorm with the shared weight, the optional gate, bf16 out.
   float o[kCols], sum_sq = 0.0f;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    o[c] = y_s[t * Lo::kLd + c0 + 4 * c];
+    o[c] = y_s[t * Lo::kLdY + c0 + 4 * c];
     sum_sq += o[c] * o[c];
   }
   const float scale = rsqrtf(RowSum(sum_sq) / D + a.norm_eps);

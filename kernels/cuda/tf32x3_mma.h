@@ -1,0 +1,89 @@
+// fp32-accurate products on the TF32 tensor cores (3xTF32) with mma.sync m16n8k8, for tiles kept
+// in shared memory in fragment order: a warp loads an A fragment with one 16-byte load a lane
+// and a B fragment with one 8-byte load, where row-major tiles need four and two 4-byte loads
+// (the chunked prefill's CG products were bound by those loads). Device code only.
+//
+// Fragments (PTX ISA, mma.m16n8k8 with .tf32; g = lane / 4, q = lane % 4):
+//   A, 16 x 8:  a0 = A[g][q], a1 = A[g+8][q], a2 = A[g][q+4], a3 = A[g+8][q+4]
+//   B,  8 x 8:  b0 = B[q][g], b1 = B[q+4][g]
+//   C, 16 x 8:  c0 = C[g][2q], c1 = C[g][2q+1], c2 = C[g+8][2q], c3 = C[g+8][2q+1]
+#pragma once
+
+#include <cstdint>
+
+namespace ridge::cuda {
+
+// Offset of element (r, c) of an A operand with `cols` columns (a multiple of 8, rows a multiple
+// of 16) stored in fragment order: 16 x 8 tiles row of tiles by row of tiles, each as 32 lanes'
+// float4 (a0, a1, a2, a3).
+__device__ __forceinline__ int APermOffset(int r, int c, int cols) {
+  const int tile = (r >> 4) * (cols >> 3) + (c >> 3);
+  const int lane = (r & 7) * 4 + (c & 3);
+  return (tile * 32 + lane) * 4 + ((r >> 3) & 1) + 2 * ((c >> 2) & 1);
+}
+
+// Offset of element (k, n) of a B operand with `cols` columns n (a multiple of 8; rows k a
+// multiple of 8) stored in fragment order: 8 x 8 tiles, each as 32 lanes' float2 (b0, b1).
+__device__ __forceinline__ int BPermOffset(int k, int n, int cols) {
+  const int tile = (k >> 3) * (cols >> 3) + (n >> 3);
+  const int lane = (n & 7) * 4 + (k & 3);
+  return (tile * 32 + lane) * 2 + ((k >> 2) & 1);
+}
+
+// x = hi + lo with hi x's nearest TF32 value (ties away from zero, by integer arithmetic) and lo
+// = x - hi exact; lo goes to the tensor cores as it is, which read a TF32 operand's top 19 bits,
+// so it loses at most 2^-10 of itself, 2^-21 of x. (cvt.rna.tf32 through wmma's
+// __float_to_tf32 cost about nine instructions an element with its infinity checks.)
+__device__ __forceinline__ float Tf32High(float x) {
+  return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+}
+
+struct FragmentA {
+  uint32_t hi[4], lo[4];
+};
+struct FragmentB {
+  uint32_t hi[2], lo[2];
+};
+
+__device__ __forceinline__ void SplitInto(float x, uint32_t& hi, uint32_t& lo) {
+  const float high = Tf32High(x);
+  hi = __float_as_uint(high);
+  lo = __float_as_uint(x - high);
+}
+
+// A fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order A operand.
+__device__ __forceinline__ FragmentA LoadFragmentA(const float* a, int tile) {
+  const float4 v = reinterpret_cast<const float4*>(a)[tile * 32 + (threadIdx.x & 31)];
+  FragmentA f;
+  SplitInto(v.x, f.hi[0], f.lo[0]);
+  SplitInto(v.y, f.hi[1], f.lo[1]);
+  SplitInto(v.z, f.hi[2], f.lo[2]);
+  SplitInto(v.w, f.hi[3], f.lo[3]);
+  return f;
+}
+
+// B fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order B operand.
+__device__ __forceinline__ FragmentB LoadFragmentB(const float* b, int tile) {
+  const float2 v = reinterpret_cast<const float2*>(b)[tile * 32 + (threadIdx.x & 31)];
+  FragmentB f;
+  SplitInto(v.x, f.hi[0], f.lo[0]);
+  SplitInto(v.y, f.hi[1], f.lo[1]);
+  return f;
+}
+
+__device__ __forceinline__ void MmaTf32(float (&c)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// c += a * b to about fp32 accuracy: the small terms first, then hi * hi.
+__device__ __forceinline__ void MmaTf32x3(float (&c)[4], const FragmentA& a, const FragmentB& b) {
+  MmaTf32(c, a.lo, b.hi);
+  MmaTf32(c, a.hi, b.lo);
+  MmaTf32(c, a.hi, b.hi);
+}
+
+}  // namespace ridge::cuda
