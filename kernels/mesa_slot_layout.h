@@ -12,10 +12,12 @@
 
 #include <cstdint>
 
+#ifndef RIDGE_HOST_DEVICE
 #if defined(__CUDACC__)
 #define RIDGE_HOST_DEVICE __host__ __device__
 #else
 #define RIDGE_HOST_DEVICE
+#endif
 #endif
 
 namespace ridge {

@@ -1,34 +1,14 @@
-// fp32-accurate products on the TF32 tensor cores (3xTF32) with mma.sync m16n8k8, for tiles kept
-// in shared memory in fragment order: a warp loads an A fragment with one 16-byte load a lane
-// and a B fragment with one 8-byte load, where row-major tiles need four and two 4-byte loads
-// (the chunked prefill's CG products were bound by those loads). Device code only.
-//
-// Fragments (PTX ISA, mma.m16n8k8 with .tf32; g = lane / 4, q = lane % 4):
-//   A, 16 x 8:  a0 = A[g][q], a1 = A[g+8][q], a2 = A[g][q+4], a3 = A[g+8][q+4]
-//   B,  8 x 8:  b0 = B[q][g], b1 = B[q+4][g]
-//   C, 16 x 8:  c0 = C[g][2q], c1 = C[g][2q+1], c2 = C[g+8][2q], c3 = C[g+8][2q+1]
+// fp32-accurate products on the TF32 tensor cores (3xTF32) with mma.sync m16n8k8, for operands
+// kept in shared memory in fragment order (kernels/mma_fragment_order.h: one 16-byte load a lane
+// per A fragment, one 8-byte load per B fragment, where row-major tiles need four and two 4-byte
+// loads; the chunked prefill's CG products were bound by those loads). Device code only.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/mma_fragment_order.h"
+
 namespace ridge::cuda {
-
-// Offset of element (r, c) of an A operand with `cols` columns (a multiple of 8, rows a multiple
-// of 16) stored in fragment order: 16 x 8 tiles row of tiles by row of tiles, each as 32 lanes'
-// float4 (a0, a1, a2, a3).
-__device__ __forceinline__ int APermOffset(int r, int c, int cols) {
-  const int tile = (r >> 4) * (cols >> 3) + (c >> 3);
-  const int lane = (r & 7) * 4 + (c & 3);
-  return (tile * 32 + lane) * 4 + ((r >> 3) & 1) + 2 * ((c >> 2) & 1);
-}
-
-// Offset of element (k, n) of a B operand with `cols` columns n (a multiple of 8; rows k a
-// multiple of 8) stored in fragment order: 8 x 8 tiles, each as 32 lanes' float2 (b0, b1).
-__device__ __forceinline__ int BPermOffset(int k, int n, int cols) {
-  const int tile = (k >> 3) * (cols >> 3) + (n >> 3);
-  const int lane = (n & 7) * 4 + (k & 3);
-  return (tile * 32 + lane) * 2 + ((k >> 2) & 1);
-}
 
 // x = hi + lo with hi x's nearest TF32 value (ties away from zero, by integer arithmetic) and lo
 // = x - hi exact; lo goes to the tensor cores as it is, which read a TF32 operand's top 19 bits,

@@ -1,0 +1,39 @@
+// Fragment order of mma.sync m16n8k8 operands with 32-bit elements (.tf32), the layout in which
+// the chunked prefill keeps its tensor-core operands in shared memory (kernels/cuda/tf32x3_mma.h):
+// a warp then loads an A fragment with one 16-byte load a lane and a B fragment with one 8-byte
+// load. Plain C++, shared by the kernels and the host tests that check the layout.
+//
+// Fragments (PTX ISA, mma.m16n8k8 with .tf32; g = lane / 4, q = lane % 4):
+//   A, 16 x 8:  a0 = A[g][q], a1 = A[g+8][q], a2 = A[g][q+4], a3 = A[g+8][q+4]
+//   B,  8 x 8:  b0 = B[q][g], b1 = B[q+4][g]
+//   C, 16 x 8:  c0 = C[g][2q], c1 = C[g][2q+1], c2 = C[g+8][2q], c3 = C[g+8][2q+1]
+#pragma once
+
+#ifndef RIDGE_HOST_DEVICE
+#if defined(__CUDACC__)
+#define RIDGE_HOST_DEVICE __host__ __device__
+#else
+#define RIDGE_HOST_DEVICE
+#endif
+#endif
+
+namespace ridge {
+
+// Offset of element (r, c) of an A operand with `cols` columns (a multiple of 8; rows a
+// multiple of 16) in fragment order: its 16 x 8 tiles row of tiles by row of tiles, each as 32
+// lanes' (a0, a1, a2, a3).
+RIDGE_HOST_DEVICE inline int APermOffset(int r, int c, int cols) {
+  const int tile = (r >> 4) * (cols >> 3) + (c >> 3);
+  const int lane = (r & 7) * 4 + (c & 3);
+  return (tile * 32 + lane) * 4 + ((r >> 3) & 1) + 2 * ((c >> 2) & 1);
+}
+
+// Offset of element (k, n) of a B operand with `cols` columns n (a multiple of 8; rows k a
+// multiple of 8) in fragment order: its 8 x 8 tiles, each as 32 lanes' (b0, b1).
+RIDGE_HOST_DEVICE inline int BPermOffset(int k, int n, int cols) {
+  const int tile = (k >> 3) * (cols >> 3) + (n >> 3);
+  const int lane = (n & 7) * 4 + (k & 3);
+  return (tile * 32 + lane) * 2 + ((k >> 2) & 1);
+}
+
+}  // namespace ridge

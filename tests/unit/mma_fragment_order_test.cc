@@ -1,0 +1,87 @@
+// The fragment order of the chunked prefill's tensor-core operands (kernels/mma_fragment_order.h),
+// checked without a GPU: every element gets its own offset, and the element a lane finds at a
+// fragment slot is the one the PTX ISA's m16n8k8 .tf32 fragment tables put there.
+#include "kernels/mma_fragment_order.h"
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <vector>
+
+namespace ridge {
+namespace {
+
+struct Shape {
+  int rows, cols;
+};
+
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.rows << "x" << s.cols; }
+
+class FragmentOrderTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(FragmentOrderTest, AOffsetsAreABijection) {
+  const auto [rows, cols] = GetParam();
+  std::vector<int> hits(rows * cols, 0);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const int at = APermOffset(r, c, cols);
+      ASSERT_GE(at, 0);
+      ASSERT_LT(at, rows * cols) << r << "," << c;
+      ++hits[at];
+    }
+  }
+  for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(hits[i], 1) << "offset " << i;
+}
+
+TEST_P(FragmentOrderTest, BOffsetsAreABijection) {
+  const auto [rows, cols] = GetParam();
+  std::vector<int> hits(rows * cols, 0);
+  for (int k = 0; k < rows; ++k) {
+    for (int n = 0; n < cols; ++n) {
+      const int at = BPermOffset(k, n, cols);
+      ASSERT_GE(at, 0);
+      ASSERT_LT(at, rows * cols) << k << "," << n;
+      ++hits[at];
+    }
+  }
+  for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(hits[i], 1) << "offset " << i;
+}
+
+// Lane l of the warp loading tile (tile_row, tile_col) reads 4 consecutive floats (A) or 2 (B)
+// at (tile index * 32 + l) * width; they must be the PTX fragment's elements in order.
+TEST_P(FragmentOrderTest, LanesReadThePtxFragments) {
+  const auto [rows, cols] = GetParam();
+  for (int tile_row = 0; tile_row < rows / 16; ++tile_row) {
+    for (int tile_col = 0; tile_col < cols / 8; ++tile_col) {
+      const int tile = tile_row * (cols / 8) + tile_col;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, q = lane % 4, r = 16 * tile_row, c = 8 * tile_col;
+        const int base = (tile * 32 + lane) * 4;
+        EXPECT_EQ(APermOffset(r + g, c + q, cols), base + 0);
+        EXPECT_EQ(APermOffset(r + g + 8, c + q, cols), base + 1);
+        EXPECT_EQ(APermOffset(r + g, c + q + 4, cols), base + 2);
+        EXPECT_EQ(APermOffset(r + g + 8, c + q + 4, cols), base + 3);
+      }
+    }
+  }
+  for (int tile_row = 0; tile_row < rows / 8; ++tile_row) {
+    for (int tile_col = 0; tile_col < cols / 8; ++tile_col) {
+      const int tile = tile_row * (cols / 8) + tile_col;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, q = lane % 4, k = 8 * tile_row, n = 8 * tile_col;
+        const int base = (tile * 32 + lane) * 2;
+        EXPECT_EQ(BPermOffset(k + q, n + g, cols), base + 0);
+        EXPECT_EQ(BPermOffset(k + q + 4, n + g, cols), base + 1);
+      }
+    }
+  }
+}
+
+// The solve's operands: P and X (64 x D), the chunk states (D x D), K^T (D x 64), K and V
+// (64 x D), the weighted P K^T (64 x 64), at head dims 64 and 128.
+INSTANTIATE_TEST_SUITE_P(PrefillOperands, FragmentOrderTest,
+                         ::testing::Values(Shape{64, 64}, Shape{64, 128}, Shape{128, 64},
+                                           Shape{128, 128}));
+
+}  // namespace
+}  // namespace ridge
