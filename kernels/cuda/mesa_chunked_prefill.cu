@@ -342,6 +342,26 @@ struct SolveWarpTiles {
   }
 };
 
+// acc[i][j] += A's row of tiles m0 + i times B's column of tiles n0 + j, both in fragment order,
+// over kSteps k-steps of 8 (A then has kSteps tiles a row of tiles, B b_tiles_per_row).
+template <int kTilesM, int kTilesN, int kSteps, int kUnroll>
+__device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const float* b,
+                                                int b_tiles_per_row, int n0,
+                                                float (&acc)[kTilesM][kTilesN][4]) {
+#pragma unroll kUnroll
+  for (int k = 0; k < kSteps; ++k) {
+    FragmentA fa[kTilesM];
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA(a, (m0 + i) * kSteps + k);
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+      const FragmentB fb = LoadFragmentB(b, k * b_tiles_per_row + n0 + j);
+#pragma unroll
+      for (int i = 0; i < kTilesM; ++i) MmaTf32x3(acc[i][j], fa[i], fb);
+    }
+  }
+}
+
 // S = (P K^T) * W in the warp's 2 x 2 tiles of S, stored in fragment order. W[t][s] = beta_s
 // exp(G_t - G_s) for s <= t, else 0.
 template <int D>
@@ -349,18 +369,7 @@ __device__ __forceinline__ void WeightedKeyProduct(const SolveWarpTiles<D>& w, c
                                                    const float* keys_t, const float* g,
                                                    const float* beta, float* s) {
   float acc[2][2][4] = {};
-#pragma unroll 4
-  for (int k = 0; k < D / 8; ++k) {
-    FragmentA a[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) a[i] = LoadFragmentA(p, (w.m0 + i) * (D / 8) + k);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const FragmentB b = LoadFragmentB(keys_t, k * (kL / 8) + w.s_n0 + j);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) MmaTf32x3(acc[i][j], a[i], b);
-    }
-  }
+  AccumulateTiles<2, 2, D / 8, 4>(p, w.m0, keys_t, kL / 8, w.s_n0, acc);
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -387,18 +396,7 @@ __device__ __forceinline__ void StateProduct(const SolveWarpTiles<D>& w, const f
 #pragma unroll
     for (int j = 0; j < kTilesN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
   }
-#pragma unroll 2
-  for (int k = 0; k < D / 8; ++k) {
-    FragmentA a[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) a[i] = LoadFragmentA(x, (w.m0 + i) * (D / 8) + k);
-#pragma unroll
-    for (int j = 0; j < kTilesN; ++j) {
-      const FragmentB b = LoadFragmentB(m, k * (D / 8) + w.n0 + j);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) MmaTf32x3(acc[i][j], a[i], b);
-    }
-  }
+  AccumulateTiles<2, kTilesN, D / 8, 2>(x, w.m0, m, D / 8, w.n0, acc);
   const int gr = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -418,18 +416,7 @@ __device__ __forceinline__ void IntraChunkProduct(const SolveWarpTiles<D>& w, co
                                                   float* y) {
   constexpr int kTilesN = SolveWarpTiles<D>::kTilesN;
   using Lo = SolveLayout<D>;
-#pragma unroll 2
-  for (int k = 0; k < kL / 8; ++k) {
-    FragmentA a[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) a[i] = LoadFragmentA(s, (w.m0 + i) * (kL / 8) + k);
-#pragma unroll
-    for (int j = 0; j < kTilesN; ++j) {
-      const FragmentB b = LoadFragmentB(v, k * (D / 8) + w.n0 + j);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) MmaTf32x3(acc[i][j], a[i], b);
-    }
-  }
+  AccumulateTiles<2, kTilesN, kL / 8, 2>(s, w.m0, v, D / 8, w.n0, acc);
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {

@@ -19,12 +19,13 @@ void PrintTo(const Shape& s, std::ostream* os) { *os << s.rows << "x" << s.cols;
 
 class FragmentOrderTest : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(FragmentOrderTest, AOffsetsAreABijection) {
-  const auto [rows, cols] = GetParam();
+// Every element of a rows x cols operand gets its own offset in [0, rows * cols).
+template <typename Offset>
+void ExpectBijection(int rows, int cols, Offset offset) {
   std::vector<int> hits(rows * cols, 0);
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
-      const int at = APermOffset(r, c, cols);
+      const int at = offset(r, c, cols);
       ASSERT_GE(at, 0);
       ASSERT_LT(at, rows * cols) << r << "," << c;
       ++hits[at];
@@ -33,18 +34,12 @@ TEST_P(FragmentOrderTest, AOffsetsAreABijection) {
   for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(hits[i], 1) << "offset " << i;
 }
 
+TEST_P(FragmentOrderTest, AOffsetsAreABijection) {
+  ExpectBijection(GetParam().rows, GetParam().cols, APermOffset);
+}
+
 TEST_P(FragmentOrderTest, BOffsetsAreABijection) {
-  const auto [rows, cols] = GetParam();
-  std::vector<int> hits(rows * cols, 0);
-  for (int k = 0; k < rows; ++k) {
-    for (int n = 0; n < cols; ++n) {
-      const int at = BPermOffset(k, n, cols);
-      ASSERT_GE(at, 0);
-      ASSERT_LT(at, rows * cols) << k << "," << n;
-      ++hits[at];
-    }
-  }
-  for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(hits[i], 1) << "offset " << i;
+  ExpectBijection(GetParam().rows, GetParam().cols, BPermOffset);
 }
 
 // Lane l of the warp loading tile (tile_row, tile_col) reads 4 consecutive floats (A) or 2 (B)
