@@ -12,13 +12,7 @@
 
 #include <cstdint>
 
-#ifndef RIDGE_HOST_DEVICE
-#if defined(__CUDACC__)
-#define RIDGE_HOST_DEVICE __host__ __device__
-#else
-#define RIDGE_HOST_DEVICE
-#endif
-#endif
+#include "kernels/host_device.h"
 
 namespace ridge {
 

@@ -9,13 +9,7 @@
 //   C, 16 x 8:  c0 = C[g][2q], c1 = C[g][2q+1], c2 = C[g+8][2q], c3 = C[g+8][2q+1]
 #pragma once
 
-#ifndef RIDGE_HOST_DEVICE
-#if defined(__CUDACC__)
-#define RIDGE_HOST_DEVICE __host__ __device__
-#else
-#define RIDGE_HOST_DEVICE
-#endif
-#endif
+#include "kernels/host_device.h"
 
 namespace ridge {
 
