@@ -42,13 +42,33 @@ void Check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
-template <typename T>
-T* Upload(const std::vector<T>& v) {
-  T* d = nullptr;
-  Check(cudaMalloc(&d, std::max<size_t>(v.size(), 1) * sizeof(T)), "cudaMalloc");
-  Check(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  return d;
-}
+// The device buffers of one measurement, freed with it.
+class DeviceBuffers {
+ public:
+  DeviceBuffers() = default;
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  ~DeviceBuffers() {
+    for (void* p : buffers_) cudaFree(p);
+  }
+
+  void* Allocate(size_t bytes) {
+    void* d = nullptr;
+    Check(cudaMalloc(&d, std::max<size_t>(bytes, 1)), "cudaMalloc");
+    buffers_.push_back(d);
+    return d;
+  }
+
+  template <typename T>
+  T* Upload(const std::vector<T>& v) {
+    T* d = static_cast<T*>(Allocate(v.size() * sizeof(T)));
+    Check(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    return d;
+  }
+
+ private:
+  std::vector<void*> buffers_;
+};
 
 std::vector<float> Normal(size_t n, float scale, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, scale);
@@ -67,7 +87,7 @@ struct Layer {
   float* pool;
 };
 
-Layer MakeLayer(const Options& o, int slots, std::mt19937& rng) {
+Layer MakeLayer(const Options& o, int slots, std::mt19937& rng, DeviceBuffers& mem) {
   Layer l{
       o.heads,  o.head_dim, o.conv, o.heads * o.head_dim, 3 * o.heads * o.head_dim + 2 * o.heads, 0,
       o.layers, {},         nullptr};
@@ -92,16 +112,16 @@ Layer MakeLayer(const Options& o, int slots, std::mt19937& rng) {
   std::vector<float> pool;
   pool.reserve(slot.size() * slots * l.layers);
   for (int s = 0; s < slots * l.layers; ++s) pool.insert(pool.end(), slot.begin(), slot.end());
-  l.pool = Upload(pool);
+  l.pool = mem.Upload(pool);
   std::vector<float> lambda(l.K), o_norm(D, 1.0f);
   std::uniform_real_distribution<float> uniform(0.25f, 1.25f);
   for (float& x : lambda) x = uniform(rng);
-  l.weights = {Upload(Normal(static_cast<size_t>(l.K) * l.W, 0.5f, rng)),
-               Upload(Normal(static_cast<size_t>(l.K) * l.W, 0.5f, rng)),
-               Upload(lambda),
-               Upload(std::vector<float>(l.H, 2.0f)),
-               Upload(std::vector<float>(l.H, 0.0f)),
-               Upload(o_norm)};
+  l.weights = {mem.Upload(Normal(static_cast<size_t>(l.K) * l.W, 0.5f, rng)),
+               mem.Upload(Normal(static_cast<size_t>(l.K) * l.W, 0.5f, rng)),
+               mem.Upload(lambda),
+               mem.Upload(std::vector<float>(l.H, 2.0f)),
+               mem.Upload(std::vector<float>(l.H, 0.0f)),
+               mem.Upload(o_norm)};
   return l;
 }
 
@@ -158,13 +178,13 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
   std::printf("%6s %10s %10s %10s %12s %12s\n", "batch", "0 it us", "1 it us",
               (std::to_string(o.iterations) + " it us").c_str(), "us/iteration", "mean iters");
   for (const int b : o.batches) {
-    Layer l = MakeLayer(o, b, rng);
-    float* proj = Upload(Normal(static_cast<size_t>(b) * l.P, 1.0f, rng));
-    void* out = nullptr;
-    Check(cudaMalloc(&out, static_cast<size_t>(b) * l.K * 2), "cudaMalloc");
+    DeviceBuffers mem;
+    Layer l = MakeLayer(o, b, rng, mem);
+    float* proj = mem.Upload(Normal(static_cast<size_t>(b) * l.P, 1.0f, rng));
+    void* out = mem.Allocate(static_cast<size_t>(b) * l.K * 2);
     std::vector<int32_t> begin(b), ones(b, 1), zeros(b, 0), jacobi(b, 1);
     for (int i = 0; i < b; ++i) begin[i] = i;
-    SolveCounters* counters = Upload(std::vector<SolveCounters>(b * l.H));
+    SolveCounters* counters = mem.Upload(std::vector<SolveCounters>(b * l.H));
     MesaRecurrenceArgs a{};
     FillCommon(a, l, proj, out, counters);
     a.num_sequences = b;
@@ -173,12 +193,12 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
     const int budgets[3] = {0, 1, o.iterations};
     double mean = 0.0;
     for (int i = 0; i < 3; ++i) {
-      a.sequences = {Upload(begin),
-                     Upload(ones),
-                     Upload(begin),
-                     Upload(std::vector<float>(b, 0.0f)),
-                     Upload(std::vector<int32_t>(b, budgets[i])),
-                     Upload(jacobi)};
+      a.sequences = {mem.Upload(begin),
+                     mem.Upload(ones),
+                     mem.Upload(begin),
+                     mem.Upload(std::vector<float>(b, 0.0f)),
+                     mem.Upload(std::vector<int32_t>(b, budgets[i])),
+                     mem.Upload(jacobi)};
       Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
       times[i] = MedianMs(o.reps, [&] {
         a.layer = (a.layer + 1) % l.layers;
@@ -195,33 +215,34 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
 void BenchPrefill(const Options& o, std::mt19937& rng) {
   const int b = o.prefill_batch, n = o.prefill_tokens, rows = b * n;
   const int chunks_per = (n + kPrefillChunk - 1) / kPrefillChunk, chunks = b * chunks_per;
-  Layer l = MakeLayer(o, b, rng);
-  float* proj = Upload(Normal(static_cast<size_t>(rows) * l.P, 1.0f, rng));
-  void* out = nullptr;
-  Check(cudaMalloc(&out, static_cast<size_t>(rows) * l.K * 2), "cudaMalloc");
+  DeviceBuffers mem;
+  Layer l = MakeLayer(o, b, rng, mem);
+  float* proj = mem.Upload(Normal(static_cast<size_t>(rows) * l.P, 1.0f, rng));
+  void* out = mem.Allocate(static_cast<size_t>(rows) * l.K * 2);
   std::vector<int32_t> begin(b), count(b, n), slot(b), chunk_begin(b), chunk_seq(chunks);
   for (int j = 0; j < b; ++j) begin[j] = j * n, slot[j] = j, chunk_begin[j] = j * chunks_per;
   for (int c = 0; c < chunks; ++c) chunk_seq[c] = c / chunks_per;
-  SolveCounters* counters = Upload(std::vector<SolveCounters>(b * l.H));
+  SolveCounters* counters = mem.Upload(std::vector<SolveCounters>(b * l.H));
   MesaPrefillArgs a{};
   FillCommon(a, l, proj, out, counters);
   const std::vector<float> zeros_rk(static_cast<size_t>(rows) * l.K);
-  a.q_norm = Upload(zeros_rk);
-  a.k_norm = Upload(zeros_rk);
-  a.log_gamma = Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
-  a.beta = Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
-  a.chunk_states = Upload(std::vector<float>(static_cast<size_t>(chunks) * l.H * 2 * l.D * l.D));
+  a.q_norm = mem.Upload(zeros_rk);
+  a.k_norm = mem.Upload(zeros_rk);
+  a.log_gamma = mem.Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
+  a.beta = mem.Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
+  a.chunk_states =
+      mem.Upload(std::vector<float>(static_cast<size_t>(chunks) * l.H * 2 * l.D * l.D));
   std::printf("chunked prefill: %d x %d tokens, tolerance 0\n%10s %10s %12s %12s %12s\n", b, n,
               "iterations", "ms", "tok/s", "mean iters", "us/iteration");
   float previous = 0.0f;
   for (const int budget : {0, 1, o.iterations}) {
-    a.table = {Upload(begin),
-               Upload(count),
-               Upload(slot),
-               Upload(std::vector<float>(b, 0.0f)),
-               Upload(std::vector<int32_t>(b, budget)),
-               Upload(chunk_begin),
-               Upload(chunk_seq),
+    a.table = {mem.Upload(begin),
+               mem.Upload(count),
+               mem.Upload(slot),
+               mem.Upload(std::vector<float>(b, 0.0f)),
+               mem.Upload(std::vector<int32_t>(b, budget)),
+               mem.Upload(chunk_begin),
+               mem.Upload(chunk_seq),
                b,
                chunks};
     Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
