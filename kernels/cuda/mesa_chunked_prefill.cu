@@ -157,7 +157,29 @@ __global__ void TailsKernel(MesaPrefillArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns
+// 3. Starting states: per (sequence, head, matrix), the slot's Hs (unpacked, mirrored blocks
+// included) or Gs as the chunk-start state of the sequence's first chunk, [D, D] row-major.
+// The chunk-state scan starts from there, never from the slot: its blocks write their rows'
+// final state into the slot, and with Hs packed a block's rows hold the mirror of other blocks'
+// lower-left entries, which those blocks, in a later wave, would otherwise read already
+// overwritten.
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) StartingStatesKernel(MesaPrefillArgs a) {
+  const int matrix = blockIdx.x % 2, head = (blockIdx.x / 2) % a.num_heads;
+  const int j = blockIdx.x / 2 / a.num_heads, H = a.num_heads;
+  if (a.table.row_count[j] == 0) return;
+  const float* state =
+      LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
+  float* out = a.chunk_states +
+               ((static_cast<int64_t>(a.table.chunk_begin[j]) * H + head) * 2 + matrix) * D * D;
+  for (int i = threadIdx.x; i < D * D; i += kThreads) {
+    out[i] = state[matrix == 0 ? PackedHsElement(D, i / D, i % D) : i];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns
 // kRowsPerThread consecutive rows of the block, kRowsPerThread * (t / kGroups4) on, and the
 // float4 column group t % kGroups4: per token it reads one float4 of x_t (a warp reads whole
 // rows of it) and its rows' k values (the same ones across the warp: broadcast). Tokens are
@@ -189,26 +211,25 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
   const int local_row = kRowsPerThread * (tid / kGroups4), group4 = tid % kGroups4;
   const int row0 = row_block * kBlockRows + local_row;  // this thread's first row
-  // Gs is stored whole; Hs packed to its upper 4x4 blocks (kernels/mesa_slot_layout.h), so a
-  // column group left of the rows' diagonal block is read from the block above the diagonal.
+  const int begin = a.table.row_begin[j], count = a.table.row_count[j];
+  if (count == 0) return;
+  // The starting state, unpacked by StartingStatesKernel into the first chunk's entry.
+  const float* start_state =
+      a.chunk_states +
+      ((static_cast<int64_t>(a.table.chunk_begin[j]) * H + head) * 2 + matrix) * D * D;
+  float4 m[kRowsPerThread];
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    m[i] = *reinterpret_cast<const float4*>(start_state + (row0 + i) * D + 4 * group4);
+  }
+  // The final state goes to the slot: Gs whole, Hs packed to its upper 4x4 blocks
+  // (kernels/mesa_slot_layout.h), so column groups left of the rows' diagonal block are not
+  // stored (their mirror is, by the block owning those rows).
   float* state = LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
   const bool stored = matrix == 1 || group4 >= row0 / 4;
   auto offset = [&](int i) {
     return matrix == 0 ? PackedHsOffset(D, row0 + i, group4) : (row0 + i) * D + 4 * group4;
   };
-  float4 m[kRowsPerThread];
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    if (stored) {
-      m[i] = *reinterpret_cast<const float4*>(state + offset(i));
-    } else {
-      const int r = row0 + i;
-      const float* col = state + PackedHsOffset(D, 4 * group4, r / 4) + r % 4;
-      const int stride = D - 4 * group4;  // rows of the stored block (group4, r / 4)
-      m[i] = make_float4(col[0], col[stride], col[2 * stride], col[3 * stride]);
-    }
-  }
-  const int begin = a.table.row_begin[j], count = a.table.row_count[j];
   const float* x_src = matrix == 0 ? a.k_norm : a.proj;
   const int x_stride = matrix == 0 ? K : a.proj_stride;
   const int x_offset = matrix == 0 ? head * D : 2 * K + head * D;
@@ -278,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Solve and readout: per (chunk, head). Every product of the solve runs on the tensor cores
+// 5. Solve and readout: per (chunk, head). Every product of the solve runs on the tensor cores
 // as 3xTF32 (tf32x3_mma.h, about fp32 accuracy) from operands kept in shared memory in fragment
 // order. One CG product A p_t for all tokens of the chunk is
 //   y_t = exp(G_t) Hs_c p_t + sum_{s<=t} beta_s exp(G_t - G_s) k_s (k_s . p_t) + lambda p_t,
@@ -618,6 +639,8 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   // Chunk states read the old tails only through q_norm/k_norm, so the tails may move now.
   TailsKernel<<<seqs, kThreads, 0, stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  StartingStatesKernel<D><<<seqs * H * 2, kThreads, 0, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   ChunkStatesKernel<D><<<seqs * H * 2 * (D / 32), kThreads, 0, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -1,13 +1,15 @@
 // Chunked MesaNet prefill on the GPU (spec: shared/specs/mesanet.md, section 5). Every prompt
-// is cut into chunks of kPrefillChunk tokens and a layer's token mixer runs as four launches:
+// is cut into chunks of kPrefillChunk tokens and a layer's token mixer runs as five launches:
 //
 //  1. Prepare, per (chunk, head): short convolution (continuing from the slot's raw tails),
 //     SiLU, L2 norms of q and k, log forget gate and input gate of every token.
 //  2. Tails, per sequence: the new raw q/k tails into the slot.
-//  3. Chunk states, per (sequence, head, matrix, 32-row block): Hs and Gs at every chunk start
+//  3. Starting states, per (sequence, head, matrix): the slot's Hs (unpacked) and Gs as the
+//     first chunk's start state, so that launch 4 never reads the slot it writes.
+//  4. Chunk states, per (sequence, head, matrix, 32-row block): Hs and Gs at every chunk start
 //     by the rank-1 recurrence (they do not depend on the solves), and the final state straight
 //     into the slot.
-//  4. Solve, per (chunk, head): all tokens of the chunk run CG together, each product
+//  5. Solve, per (chunk, head): all tokens of the chunk run CG together, each product
 //     (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32, about fp32
 //     accuracy), each token with its own stopping rule; then the readout o_t = Gs_t^T x_t the
 //     same way, the per-head output norm and the optional gate.

@@ -349,6 +349,53 @@ TEST_F(CudaMechanicsTest, ChunkedPrefillContinuesAState) {
   }
 }
 
+// Many sequences continue from non-zero states in one step, with pieces of different lengths:
+// the chunk-state launch spans many waves of blocks, and every sequence's final state and
+// last-token logits still match the CPU's. (A chunk-state block once started from the slot's
+// packed Hs, whose entries left of its diagonal blocks are the mirror of rows that another block
+// of the same head writes when it finishes: a block of a later wave could read them updated.)
+TEST_F(CudaMechanicsTest, ChunkedPrefillContinuesManyStatesInOneStep) {
+  const MesaNetConfig config = SmallConfig(128, false);
+  MesaNetWeights weights = RandomMesaNetWeights(config, 23);
+  RoundMatricesToBf16(weights);
+  const MesaNetModel cpu(config, weights);
+  constexpr int64_t kSequences = 160, kFirstPiece = 40;
+  auto gpu = CudaBackend::Create(config, weights, {.num_slots = kSequences});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<MesaState> cpu_states(kSequences, MesaState(config));
+  std::vector<std::vector<int32_t>> ids(kSequences);
+  for (int64_t i = 0; i < kSequences; ++i) {
+    ids[i] = Ids(kFirstPiece + 32 + (i * 37) % 96, 100 + i, config.vocab_size);
+  }
+  std::vector<float> gpu_logits, cpu_logits, part;
+  for (int piece = 0; piece < 2; ++piece) {
+    std::vector<SlotChunk> chunks;
+    cpu_logits.clear();
+    for (int64_t i = 0; i < kSequences; ++i) {
+      const auto span = piece == 0 ? std::span<const int32_t>(ids[i]).first(kFirstPiece)
+                                   : std::span<const int32_t>(ids[i]).subspan(kFirstPiece);
+      chunks.push_back({i, span, {1e-6f, 30}, nullptr, SolvePhase::kPrefill});
+      const SequenceChunk c{&cpu_states[i], span, {1e-6f, 30}, nullptr, SolvePhase::kPrefill};
+      ASSERT_TRUE(cpu.Forward({&c, 1}, LogitsFor::kLastToken, &part).ok());
+      cpu_logits.insert(cpu_logits.end(), part.begin(), part.end());
+    }
+    ASSERT_TRUE((*gpu)->Forward(chunks, LogitsFor::kLastToken, &gpu_logits).ok());
+  }
+  double worst_state = 0.0;
+  for (int64_t i = 0; i < kSequences; ++i) {
+    MesaState gpu_state(config);
+    ASSERT_TRUE((*gpu)->ReadSlot(i, &gpu_state).ok());
+    worst_state =
+        std::max(worst_state, Compare(gpu_state.data(), cpu_states[i].data(), 1).relative_rms);
+  }
+  const Agreement logits = Compare(gpu_logits, cpu_logits, config.vocab_size);
+  std::printf("%lld sequences continued: logits %.3e (top-1 %.1f%%), worst state %.3e\n",
+              static_cast<long long>(kSequences), logits.relative_rms, 100 * logits.top1,
+              worst_state);
+  EXPECT_LT(logits.relative_rms, 1e-2);
+  EXPECT_LT(worst_state, 5e-3);
+}
+
 TEST_F(CudaMechanicsTest, SlotsCopyWriteReadAndReset) {
   auto gpu = CudaBackend::Create(config_, weights_, {.num_slots = 3});
   ASSERT_TRUE(gpu.ok());
