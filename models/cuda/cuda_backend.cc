@@ -265,10 +265,10 @@ absl::Status CudaBackend::Impl::EnsureLogitsCapacity(int64_t rows, bool to_host)
   const bool host_fits = !to_host || host_logits.bytes() >= bytes;
   if (device_fits && host_fits) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  if (!device_fits) {
-    DropGraphs();  // they point at the old buffer
-    RETURN_IF_ERROR(logits.Allocate(bytes));
-  }
+  // Captured graphs point at both buffers (the logits copy to the host is one of their nodes):
+  // a graph kept across a reallocation would write into freed pinned memory.
+  DropGraphs();
+  if (!device_fits) RETURN_IF_ERROR(logits.Allocate(bytes));
   if (!host_fits) RETURN_IF_ERROR(host_logits.Allocate(bytes));
   return absl::OkStatus();
 }
@@ -871,11 +871,11 @@ absl::Status CudaBackend::ReadSlot(int64_t slot, MesaState* state) const {
     return absl::InvalidArgumentError("state of another model");
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   std::vector<float> packed(impl_->slot_floats);
   RIDGE_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(packed.data(), impl_->state_pool.as<float>() + slot * impl_->slot_floats,
-                 impl_->slot_floats * sizeof(float), cudaMemcpyDeviceToHost));
+      cudaMemcpyAsync(packed.data(), impl_->state_pool.as<float>() + slot * impl_->slot_floats,
+                      impl_->slot_floats * sizeof(float), cudaMemcpyDeviceToHost, impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   state->Reset();
   UnpackSlot(shape, packed, state->mutable_data());
   state->AddTokens(impl_->slot_tokens[slot]);
@@ -891,10 +891,12 @@ absl::Status CudaBackend::WriteSlot(int64_t slot, const MesaState& state) {
   std::vector<float> packed(impl_->slot_floats);
   PackSlot(shape, state.data(), packed);
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  // On the backend's stream (created non-blocking, so a plain cudaMemcpy on the legacy stream is
+  // not ordered with its steps, and a pageable host-to-device copy may return before it lands).
+  RIDGE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(impl_->state_pool.as<float>() + slot * impl_->slot_floats, packed.data(),
+                      impl_->slot_floats * sizeof(float), cudaMemcpyHostToDevice, impl_->stream));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl_->state_pool.as<float>() + slot * impl_->slot_floats,
-                                        packed.data(), impl_->slot_floats * sizeof(float),
-                                        cudaMemcpyHostToDevice));
   impl_->slot_tokens[slot] = state.tokens();
   return absl::OkStatus();
 }

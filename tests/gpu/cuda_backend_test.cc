@@ -309,6 +309,38 @@ TEST_F(CudaMechanicsTest, GraphReplayMatchesEagerSteps) {
   }
 }
 
+// A graph that copies logits to the host must follow the host buffer when it grows: one kept
+// across the regrowth copied into the freed buffer, and the caller read stale logits.
+TEST_F(CudaMechanicsTest, GraphsFollowTheLogitsBuffersWhenTheyGrow) {
+  auto eager = CudaBackend::Create(config_, weights_, {.num_slots = 64, .use_graphs = false});
+  auto graphs = CudaBackend::Create(config_, weights_, {.num_slots = 64, .use_graphs = true});
+  ASSERT_TRUE(eager.ok() && graphs.ok());
+  std::vector<int32_t> tokens(64);
+  for (int64_t i = 0; i < 64; ++i)
+    tokens[i] = static_cast<int32_t>((i * 37 + 5) % config_.vocab_size);
+  auto decode = [&](int64_t batch) {
+    std::vector<SlotChunk> chunks;
+    for (int64_t i = 0; i < batch; ++i) {
+      chunks.push_back({i, {&tokens[i], 1}, {1e-4f, 30}, nullptr, SolvePhase::kDecode});
+    }
+    return chunks;
+  };
+  std::vector<float> last_eager, last_graphs;
+  for (CudaBackend* b : {eager->get(), graphs->get()}) {
+    std::vector<int32_t> greedy;
+    ASSERT_TRUE(b->ForwardGreedy(decode(64), &greedy).ok());  // device logits for 64 rows
+    std::vector<float> logits;
+    // Batch 2 twice (its graph is captured on the second use, copying to a 2-row host buffer),
+    // batch 4 (the host buffer grows), then batch 2 again (a replay).
+    for (const int64_t batch : {2, 2, 4, 2}) {
+      ASSERT_TRUE(b->Forward(decode(batch), LogitsFor::kLastToken, &logits).ok());
+    }
+    (b == eager->get() ? last_eager : last_graphs) = logits;
+  }
+  ASSERT_EQ(last_graphs.size(), last_eager.size());
+  EXPECT_LT(Compare(last_graphs, last_eager, config_.vocab_size).relative_rms, 1e-4);
+}
+
 // A prompt fed in two long pieces runs chunked twice, the second continuing from a non-zero
 // state and conv tails mid-chunk; logits of every token and the final state match the CPU.
 TEST_F(CudaMechanicsTest, ChunkedPrefillContinuesAState) {
