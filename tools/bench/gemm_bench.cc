@@ -6,6 +6,7 @@
 //
 //   gemm_bench --config tools/bench/configs/mesanet-140m.json [--rows 1,16,64,256]
 //              [--layers N (default: the config's)] [--reps 30]
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -31,7 +32,7 @@ namespace {
 struct Options {
   int64_t hidden = 768, inter = 2048, proj = 2316, vocab = 50257;
   int layers = 14, reps = 30;
-  std::vector<int> rows = {1, 16, 64, 256};
+  std::vector<int> rows;
 };
 
 void Check(cudaError_t e, const char* what) {
@@ -82,6 +83,49 @@ double TimeGraph(cudaStream_t stream, int layers, int reps,
   return 1000.0 * ms / (static_cast<double>(reps) * layers);
 }
 
+// The same product through cuBLASLt: every algorithm its heuristic offers (up to 16), each
+// timed as above. Prints the heuristic's first choice and the fastest.
+void TimeLtAlgorithms(cublasLtHandle_t lt, cudaStream_t stream, int layers, int reps, int64_t n,
+                      int64_t k, int rows, bool accumulate, const std::vector<void*>& w,
+                      const void* x, float* y, void* workspace, size_t workspace_bytes) {
+  cublasLtMatmulDesc_t desc;
+  CheckBlas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+  const cublasOperation_t trans = CUBLAS_OP_T;
+  CheckBlas(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)),
+            "transa");
+  cublasLtMatrixLayout_t a, b, c;
+  CheckBlas(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k), "layout a");
+  CheckBlas(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, rows, k), "layout b");
+  CheckBlas(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, n, rows, n), "layout c");
+  cublasLtMatmulPreference_t pref;
+  CheckBlas(cublasLtMatmulPreferenceCreate(&pref), "pref");
+  CheckBlas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &workspace_bytes, sizeof(workspace_bytes)),
+            "pref workspace");
+  cublasLtMatmulHeuristicResult_t results[16];
+  int found = 0;
+  CheckBlas(cublasLtMatmulAlgoGetHeuristic(lt, desc, a, b, c, c, pref, 16, results, &found),
+            "heuristic");
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  double first = 0.0, best = 1e30;
+  int best_index = -1;
+  for (int i = 0; i < found; ++i) {
+    const double us = TimeGraph(stream, layers, reps, [&](int l) {
+      CheckBlas(cublasLtMatmul(lt, desc, &alpha, w[l % w.size()], a, x, b, &beta, y, c, y, c,
+                               &results[i].algo, workspace, workspace_bytes, stream),
+                "cublasLtMatmul");
+    });
+    if (i == 0) first = us;
+    if (us < best) best = us, best_index = i;
+  }
+  std::printf("  | Lt first %7.2f us, best %7.2f us (#%d of %d)", first, best, best_index, found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(a);
+  cublasLtMatrixLayoutDestroy(b);
+  cublasLtMatrixLayoutDestroy(c);
+  cublasLtMatmulDescDestroy(desc);
+}
+
 struct Product {
   const char* name;
   int64_t n, k;
@@ -98,6 +142,8 @@ void Run(const Options& o) {
   void* blas_workspace = nullptr;
   Check(cudaMalloc(&blas_workspace, 32 << 20), "cudaMalloc");
   CheckBlas(cublasSetWorkspace(blas, blas_workspace, 32 << 20), "cublasSetWorkspace");
+  cublasLtHandle_t lt;
+  CheckBlas(cublasLtCreate(&lt), "cublasLtCreate");
   std::mt19937 rng(1);
   const std::vector<Product> products = {
       {"in_proj", o.proj, o.hidden, false, o.layers},
@@ -134,6 +180,8 @@ void Run(const Options& o) {
                     2.0 * n * p.k / us * 1e-3);
         if (padded == p.n) break;
       }
+      TimeLtAlgorithms(lt, stream, o.layers, o.reps, padded, p.k, rows, p.accumulate, w, x, y,
+                       blas_workspace, 32 << 20);
       std::printf("\n");
     }
     for (void* v : w) cudaFree(v);
@@ -141,6 +189,7 @@ void Run(const Options& o) {
   }
   cudaFree(x);
   cudaFree(blas_workspace);
+  cublasLtDestroy(lt);
   cublasDestroy(blas);
   cudaStreamDestroy(stream);
 }
