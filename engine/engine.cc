@@ -98,6 +98,7 @@ Engine::~Engine() {
   }
   wake_.notify_all();
   thread_.join();
+  delivery_.reset();  // delivers the cancellations the loop posted last
 }
 
 absl::Status Engine::Validate(const EngineRequest& request) const {
@@ -183,9 +184,15 @@ void Engine::StartDrain() {
 }
 
 bool Engine::WaitIdle(SteadyTime deadline) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return idle_.wait_until(
-      lock, deadline, [&] { return snapshot_.running == 0 && queued_ == 0 && incoming_.empty(); });
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool idle = idle_.wait_until(lock, deadline, [&] {
+      return snapshot_.running == 0 && queued_ == 0 && incoming_.empty() && !events_unposted_;
+    });
+    if (!idle) return false;
+  }
+  delivery_->Flush();  // the finished requests' last events have reached their sinks
+  return true;
 }
 
 EngineSnapshot Engine::Snapshot() const {
@@ -439,19 +446,21 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
 }
 
 void Engine::DeliverEvents() {
-  for (auto& [sink, event] : outbox_) sink->OnEvent(std::move(event));
-  outbox_.clear();
+  delivery_->Post(outbox_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_unposted_ = false;
+  }
+  idle_.notify_all();
 }
 
 void Engine::PublishSnapshot() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    snapshot_.running = static_cast<int64_t>(running_.size());
-    snapshot_.waiting = queued_;
-    snapshot_.slots_used = options_.max_slots - static_cast<int64_t>(free_slots_.size());
-    snapshot_.draining = draining_;
-  }
-  idle_.notify_all();
+  std::lock_guard<std::mutex> lock(mutex_);
+  snapshot_.running = static_cast<int64_t>(running_.size());
+  snapshot_.waiting = queued_;
+  snapshot_.slots_used = options_.max_slots - static_cast<int64_t>(free_slots_.size());
+  snapshot_.draining = draining_;
+  events_unposted_ = true;  // until DeliverEvents has handed this step's events on
 }
 
 }  // namespace ridge

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine_observer.h"
+#include "engine/event_delivery.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "models/mesanet_model.h"
@@ -81,8 +82,8 @@ class Engine {
   bool Advance(Sequence& seq, PickedToken picked, SteadyTime now);
   void Finish(Sequence& seq, FinishReason reason, absl::Status status);
   void PublishSnapshot();
-  // Sends the step's events once its metrics are recorded, so a client that has its answer
-  // and then scrapes /metrics sees the step that produced it.
+  // Posts the step's events to the delivery thread once its metrics are recorded, so a client
+  // that has its answer and then scrapes /metrics sees the step that produced it.
   void DeliverEvents();
 
   ModelBackend* backend_;
@@ -95,6 +96,7 @@ class Engine {
   std::condition_variable idle_;
   bool stopping_ = false;
   bool draining_ = false;
+  bool events_unposted_ = false;  // a step's snapshot is published, its events not yet posted
   RequestId next_id_ = 1;
   std::vector<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
   CancelList cancels_;
@@ -105,7 +107,8 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int64_t> free_slots_;
-  std::vector<std::pair<std::shared_ptr<RequestSink>, RequestEvent>> outbox_;
+  EventDelivery::Events outbox_;  // this step's events, posted to delivery_ at its end
+  std::unique_ptr<EventDelivery> delivery_ = std::make_unique<EventDelivery>();
   std::thread thread_;
 };
 

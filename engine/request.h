@@ -62,8 +62,9 @@ struct RequestEvent {
   RequestUsage usage;  // valid when finished
 };
 
-// Receives a request's events on the engine thread. Must be quick and must not call back into
-// the engine synchronously except Cancel (which only enqueues).
+// Receives a request's events, in order, on the engine's delivery thread (engine/
+// event_delivery.h). Must be quick: every request's events share that thread. May call the
+// engine's Submit and Cancel (they only enqueue).
 class RequestSink {
  public:
   virtual ~RequestSink() = default;

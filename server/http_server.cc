@@ -1,6 +1,8 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -44,9 +46,14 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
   // cpp-httplib's defaults: SO_REUSEPORT (a second server could share the port silently) and a
   // listen backlog of 5 (a burst of concurrent connects overflows it: clients see resets). Take
   // SO_REUSEADDR only, and remember the socket to raise the backlog after binding.
+  // TCP_NODELAY (accepted sockets inherit it on Linux): with Nagle's algorithm on, each small
+  // server-sent event waited for the client's acknowledgement of the previous one, which a
+  // client may delay by up to 40 ms, and the stream's last event held up the client's next
+  // request.
   server_->set_socket_options([this](int fd) {
     int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     listen_fd_ = fd;
   });
   server_->set_payload_max_length(64 << 20);

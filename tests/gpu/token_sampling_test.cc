@@ -27,6 +27,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "kernels/device_info.h"
+#include "tests/gpu/device_array.h"
 
 namespace ridge::cuda {
 namespace {
@@ -35,35 +36,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kPadding = 1e30f;  // between rows; it would win every selection if it were read
 constexpr int kRowsPerLaunch = 64;
-
-#define SKIP_WITHOUT_GPU() \
-  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here"
-
-// A device copy of a host vector, freed on destruction.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(1, size_) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  T* get() const { return data_; }
-  std::vector<T> Download() const {
-    std::vector<T> host(size_);
-    EXPECT_EQ(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return host;
-  }
-
- private:
-  T* data_ = nullptr;
-  size_t size_;
-};
 
 float Clean(float logit) { return std::isnan(logit) ? -kInf : logit; }
 

@@ -8,7 +8,7 @@
 #   cmake --build build --target cuda_backend_test cuda_bench && tools/gpu/make_device_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test
+binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test build/tests/gpu/row_kernels_test
   build/tests/gpu/token_sampling_test build/tools/bench/cuda_bench
   build/tools/bench/mesa_kernel_bench build/tools/bench/gemm_bench build/server/ridgeserve)
 stage=$(mktemp -d)
