@@ -45,14 +45,6 @@ int64_t GraphBucket(int64_t n) {
   return n;
 }
 
-// Prompts at least this long run chunked (all tokens of a chunk solve together on the tensor
-// cores); shorter ones and decode tokens run token by token.
-constexpr int64_t kChunkedPrefillMinTokens = 32;
-
-bool RunsChunked(const SlotChunk& chunk) {
-  return chunk.phase == SolvePhase::kPrefill &&
-         static_cast<int64_t>(chunk.tokens.size()) >= kChunkedPrefillMinTokens;
-}
 
 int64_t RoundUpPow2(int64_t n) {
   int64_t p = 1;
@@ -472,15 +464,19 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
 
   // Fill the table on the host, then send it in one copy. Long prompts run chunked; decode
   // tokens and short prompts token by token.
+  auto runs_chunked = [&](const SlotChunk& chunk) {
+    return chunk.phase == SolvePhase::kPrefill &&
+           static_cast<int64_t>(chunk.tokens.size()) >= options.chunked_prefill_min_tokens;
+  };
   std::vector<int64_t> order;
   for (int64_t i = 0; i < seqs; ++i) {
-    if (!RunsChunked(chunks[i])) order.push_back(i);
+    if (!runs_chunked(chunks[i])) order.push_back(i);
   }
   sequential_count = static_cast<int64_t>(order.size());
   int64_t prefill_rows = 0;
   chunk_count = 0;
   for (int64_t i = 0; i < seqs; ++i) {
-    if (!RunsChunked(chunks[i])) continue;
+    if (!runs_chunked(chunks[i])) continue;
     order.push_back(i);
     prefill_rows += static_cast<int64_t>(chunks[i].tokens.size());
     chunk_count += (static_cast<int64_t>(chunks[i].tokens.size()) + cuda::kPrefillChunk - 1) /
@@ -673,6 +669,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
         "; this model has head_dim ", config.head_dim, " and conv_size ", config.conv_size));
   }
   if (options.num_slots < 1) return absl::InvalidArgumentError("the CUDA backend needs >= 1 slot");
+  if (options.chunked_prefill_min_tokens < 1) {
+    return absl::InvalidArgumentError("the chunked prefill's minimum prompt piece must be >= 1");
+  }
   cudaDeviceProp prop{};
   RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
   if (prop.major < 9) {

@@ -4,7 +4,8 @@
 //
 //   cuda_bench --config tools/bench/configs/mesanet-140m.json [--prompt 512] [--decode-steps 64]
 //              [--batches 1,16,64,256] [--tolerances 0,1e-3,1e-4] [--max-iterations 30]
-//              [--prefill-batch 8] [--prefill-len 2048] [--no-graphs] [--sample]
+//              [--prefill-batch 8] [--prefill-len 2048 | --prefill-lens 8,16,32]
+//              [--chunked-min N (default: the backend's)] [--no-graphs] [--sample]
 //              [--engine-load 16,64 [--engine-requests 512] [--engine-prompt 128]
 //               [--engine-new-tokens 64] [--prefill-budget N]]
 //
@@ -209,7 +210,7 @@ absl::Status Bench(int argc, char** argv) {
                      {"config", "prompt", "decode-steps", "batches", "tolerances", "max-iterations",
                       "prefill-batch", "prefill-len", "prefill-tolerances", "no-graphs", "sample",
                       "engine-load", "engine-requests", "engine-prompt", "engine-new-tokens",
-                      "prefill-budget"},
+                      "prefill-budget", "prefill-lens", "chunked-min"},
                      {"no-graphs", "sample"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
@@ -222,6 +223,15 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const auto batches, args.NumberList("batches", "1,16,64,256"));
   ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3,1e-4"));
   ASSIGN_OR_RETURN(const auto prefill_tols, args.NumberList("prefill-tolerances", "0"));
+  ASSIGN_OR_RETURN(const auto prefill_lens,
+                   args.NumberList("prefill-lens", std::to_string(prefill_len)));
+  ASSIGN_OR_RETURN(const int64_t chunked_min, args.Int("chunked-min", CudaBackendOptions{}.chunked_prefill_min_tokens));
+  for (double len : prefill_lens) {
+    if (!(len >= 1 && len <= (1 << 20)) || len != static_cast<int64_t>(len)) {
+      return absl::InvalidArgumentError("--prefill-lens must be whole numbers from 1 to 2^20");
+    }
+  }
+  if (chunked_min < 1) return absl::InvalidArgumentError("--chunked-min must be >= 1");
   for (double b : batches) {
     if (!(b >= 1 && b <= 4096) || b != static_cast<int64_t>(b)) {
       return absl::InvalidArgumentError("--batches must be whole numbers from 1 to 4096");
@@ -259,7 +269,9 @@ absl::Status Bench(int argc, char** argv) {
   const MesaNetWeights weights = RandomMesaNetWeights(config, 1234);
   ASSIGN_OR_RETURN(auto backend,
                    CudaBackend::Create(config, weights,
-                                       {.num_slots = slots, .use_graphs = !args.Has("no-graphs")}));
+                                       {.num_slots = slots,
+                                        .use_graphs = !args.Has("no-graphs"),
+                                        .chunked_prefill_min_tokens = chunked_min}));
   ASSIGN_OR_RETURN(const double ceiling, cuda::MeasureDeviceCopyBandwidth(2ll << 30));
   std::printf(
       "config %s: %lld parameters, %.1f MB of weights on the GPU, state %.2f MiB/sequence, "
@@ -280,8 +292,10 @@ absl::Status Bench(int argc, char** argv) {
     }
   }
   if (prefill_batch > 0) {
-    for (double tol : prefill_tols) {
-      RETURN_IF_ERROR(BenchPrefill(setup, prefill_batch, prefill_len, tol));
+    for (double len : prefill_lens) {
+      for (double tol : prefill_tols) {
+        RETURN_IF_ERROR(BenchPrefill(setup, prefill_batch, static_cast<int64_t>(len), tol));
+      }
     }
   }
   for (int64_t c : engine_load) {
