@@ -187,12 +187,11 @@ bool Engine::WaitIdle(SteadyTime deadline) {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     const bool idle = idle_.wait_until(lock, deadline, [&] {
-      return snapshot_.running == 0 && queued_ == 0 && incoming_.empty() && !events_unposted_;
+      return snapshot_.running == 0 && queued_ == 0 && incoming_.empty() && !step_in_flight_;
     });
     if (!idle) return false;
   }
-  delivery_->Flush();  // the finished requests' last events have reached their sinks
-  return true;
+  return delivery_->Flush(deadline);  // the finished requests' last events reach their sinks
 }
 
 EngineSnapshot Engine::Snapshot() const {
@@ -212,6 +211,7 @@ void Engine::Loop() {
     CancelList cancels = std::move(cancels_);
     incoming_.clear();
     cancels_.clear();
+    step_in_flight_ = true;  // until DeliverEvents has posted the step's events
     lock.unlock();
     RunStep(std::move(arrived), std::move(cancels));
     lock.lock();
@@ -449,7 +449,7 @@ void Engine::DeliverEvents() {
   delivery_->Post(outbox_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    events_unposted_ = false;
+    step_in_flight_ = false;
   }
   idle_.notify_all();
 }
@@ -460,7 +460,6 @@ void Engine::PublishSnapshot() {
   snapshot_.waiting = queued_;
   snapshot_.slots_used = options_.max_slots - static_cast<int64_t>(free_slots_.size());
   snapshot_.draining = draining_;
-  events_unposted_ = true;  // until DeliverEvents has handed this step's events on
 }
 
 }  // namespace ridge

@@ -60,7 +60,8 @@ class Engine {
   void Cancel(RequestId id, CancelReason reason = CancelReason::kClient);
   // Stop admitting new requests; running and queued ones go on.
   void StartDrain();
-  // Blocks until nothing is running or waiting, or the deadline passes; true when idle.
+  // Blocks until nothing is running or waiting and every finished request's events have reached
+  // its sink, or the deadline passes; true when idle.
   bool WaitIdle(SteadyTime deadline);
 
   EngineSnapshot Snapshot() const;
@@ -96,7 +97,7 @@ class Engine {
   std::condition_variable idle_;
   bool stopping_ = false;
   bool draining_ = false;
-  bool events_unposted_ = false;  // a step's snapshot is published, its events not yet posted
+  bool step_in_flight_ = false;  // the loop took a step's work and has not posted its events
   RequestId next_id_ = 1;
   std::vector<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
   CancelList cancels_;

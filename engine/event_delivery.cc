@@ -1,10 +1,13 @@
 #include "engine/event_delivery.h"
 
+#include "base/check.h"
+
 namespace ridge {
 
 EventDelivery::EventDelivery() : thread_([this] { Loop(); }) {}
 
 EventDelivery::~EventDelivery() {
+  RIDGE_CHECK(std::this_thread::get_id() != thread_.get_id());  // a sink cannot join its thread
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -28,10 +31,11 @@ void EventDelivery::Post(Events& events) {
   work_.notify_one();
 }
 
-void EventDelivery::Flush() {
+bool EventDelivery::Flush(std::chrono::steady_clock::time_point deadline) {
+  if (std::this_thread::get_id() == thread_.get_id()) return false;
   std::unique_lock<std::mutex> lock(mutex_);
   const int64_t target = posted_;
-  delivered_.wait(lock, [&] { return done_ >= target; });
+  return delivered_.wait_until(lock, deadline, [&] { return done_ >= target; });
 }
 
 void EventDelivery::Loop() {

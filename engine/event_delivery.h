@@ -4,6 +4,7 @@
 // events in one hand-off; one thread delivers them in the order posted.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -21,15 +22,17 @@ class EventDelivery {
   using Events = std::vector<std::pair<std::shared_ptr<RequestSink>, RequestEvent>>;
 
   EventDelivery();
-  // Delivers everything posted, then joins the thread.
+  // Delivers everything posted, then joins the thread. Not to be destroyed from a sink.
   ~EventDelivery();
   EventDelivery(const EventDelivery&) = delete;
   EventDelivery& operator=(const EventDelivery&) = delete;
 
   // Queues the events (leaving `events` empty) for delivery after those posted before.
   void Post(Events& events);
-  // Returns once every event posted before the call has been delivered.
-  void Flush();
+  // Waits until every event posted before the call has been delivered (true) or the deadline
+  // passes (false). From a sink, on the delivery thread, it cannot wait for the events being
+  // delivered and returns false at once.
+  bool Flush(std::chrono::steady_clock::time_point deadline);
 
  private:
   void Loop();

@@ -64,7 +64,7 @@ struct RequestEvent {
 
 // Receives a request's events, in order, on the engine's delivery thread (engine/
 // event_delivery.h). Must be quick: every request's events share that thread. May call the
-// engine's Submit and Cancel (they only enqueue).
+// engine's Submit and Cancel (they only enqueue), not WaitIdle or the engine's destructor.
 class RequestSink {
  public:
   virtual ~RequestSink() = default;

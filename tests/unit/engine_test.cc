@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "engine/offline_generation.h"
 #include "models/cpu_backend.h"
@@ -45,6 +47,26 @@ class EngineTest : public ::testing::Test {
 
   std::unique_ptr<MesaNetModel> model_;
 };
+
+// WaitIdle returns only once the finished request's last event has reached its sink, even when
+// the sink is slow to take it.
+class SlowFinalSink final : public RequestSink {
+ public:
+  void OnEvent(RequestEvent event) override {
+    if (!event.finished) return;
+    std::this_thread::sleep_for(100ms);
+    got_final = true;
+  }
+  std::atomic<bool> got_final = false;
+};
+
+TEST_F(EngineTest, WaitIdleWaitsForTheLastEvents) {
+  auto engine = Start({.max_slots = 2});
+  auto sink = std::make_shared<SlowFinalSink>();
+  ASSERT_TRUE(engine->Submit(Request({1, 2, 3}, 2), sink).ok());
+  EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  EXPECT_TRUE(sink->got_final);
+}
 
 TEST_F(EngineTest, ConcurrentRequestsMatchOfflineGeneration) {
   // A small prefill budget splits the longer prompts over several steps while others decode.

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -17,11 +19,8 @@ namespace {
 class RecordingSink final : public RequestSink {
  public:
   void OnEvent(RequestEvent event) override {
-    if (hold_first_ && ids_.empty()) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      released_cv_.wait(lock, [&] { return released_; });
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (hold_first_ && ids_.empty()) released_cv_.wait(lock, [&] { return released_; });
     ids_.push_back(event.id);
   }
   void HoldFirst() { hold_first_ = true; }
@@ -55,6 +54,16 @@ EventDelivery::Events MakeEvents(const std::shared_ptr<RequestSink>& sink, Reque
   return events;
 }
 
+std::chrono::steady_clock::time_point In(std::chrono::milliseconds ms) {
+  return std::chrono::steady_clock::now() + ms;
+}
+
+std::vector<RequestId> Ids(RequestId first, RequestId last) {
+  std::vector<RequestId> ids;
+  for (RequestId id = first; id <= last; ++id) ids.push_back(id);
+  return ids;
+}
+
 TEST(EventDeliveryTest, DeliversInPostOrderAndFlushWaitsForIt) {
   auto sink = std::make_shared<RecordingSink>();
   sink->HoldFirst();
@@ -64,31 +73,68 @@ TEST(EventDeliveryTest, DeliversInPostOrderAndFlushWaitsForIt) {
     delivery.Post(events);
     EXPECT_TRUE(events.empty());
   }
-  std::thread flusher([&] { delivery.Flush(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_TRUE(sink->ids().empty());  // the first event is held, and everything behind it
+  std::atomic<bool> flushed = false;
+  std::vector<RequestId> seen_by_flusher;
+  std::thread flusher([&] {
+    EXPECT_TRUE(delivery.Flush(In(std::chrono::seconds(30))));
+    seen_by_flusher = sink->ids();
+    flushed = true;
+  });
+  EXPECT_FALSE(delivery.Flush(In(std::chrono::milliseconds(20))));  // the first event is held
+  EXPECT_FALSE(flushed);
+  EXPECT_TRUE(sink->ids().empty());  // and everything behind it
   sink->Release();
-  flusher.join();  // returns only once all nine are delivered
-  EXPECT_EQ(sink->ids(), (std::vector<RequestId>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  flusher.join();
+  EXPECT_EQ(seen_by_flusher, Ids(1, 9));  // Flush returned only once all nine were delivered
 }
 
 TEST(EventDeliveryTest, DestructorDeliversWhatIsQueued) {
   auto sink = std::make_shared<RecordingSink>();
+  sink->HoldFirst();
+  std::thread releaser;
   {
     EventDelivery delivery;
-    EventDelivery::Events events = MakeEvents(sink, 1, 100);
-    delivery.Post(events);
+    for (RequestId first : {1, 51}) {
+      EventDelivery::Events events = MakeEvents(sink, first, 50);
+      delivery.Post(events);
+    }
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      sink->Release();  // the destructor has started by now, with 100 events still queued
+    });
   }
-  ASSERT_EQ(sink->ids().size(), 100u);
-  EXPECT_EQ(sink->ids().back(), 100);
+  releaser.join();
+  EXPECT_EQ(sink->ids(), Ids(1, 100));
+}
+
+// A sink that flushes from the delivery thread must not wait for itself.
+class FlushingSink final : public RequestSink {
+ public:
+  void OnEvent(RequestEvent) override {
+    result_ = delivery_->Flush(In(std::chrono::seconds(30)));
+    called_ = true;
+  }
+  EventDelivery* delivery_ = nullptr;
+  std::atomic<bool> called_ = false, result_ = true;
+};
+
+TEST(EventDeliveryTest, FlushFromASinkReturnsAtOnce) {
+  auto sink = std::make_shared<FlushingSink>();
+  EventDelivery delivery;
+  sink->delivery_ = &delivery;
+  EventDelivery::Events events = MakeEvents(sink, 1, 1);
+  delivery.Post(events);
+  EXPECT_TRUE(delivery.Flush(In(std::chrono::seconds(30))));
+  EXPECT_TRUE(sink->called_);
+  EXPECT_FALSE(sink->result_);
 }
 
 TEST(EventDeliveryTest, FlushWithNothingPostedReturns) {
   EventDelivery delivery;
-  delivery.Flush();
+  EXPECT_TRUE(delivery.Flush(In(std::chrono::milliseconds(0))));
   EventDelivery::Events none;
   delivery.Post(none);
-  delivery.Flush();
+  EXPECT_TRUE(delivery.Flush(In(std::chrono::milliseconds(0))));
 }
 
 }  // namespace
