@@ -90,18 +90,21 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
 }
 
 Sampler::Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed)
-    : params_(params),
-      vocab_size_(vocab_size),
-      rng_(seed),
-      logits_(vocab_size),
-      weights_(vocab_size),
-      rank_keys_(vocab_size),
-      token_marks_(vocab_size, 0) {}
+    : params_(params), vocab_size_(vocab_size), rng_(seed) {}
+
+void Sampler::EnsureScratch() {
+  if (!token_marks_.empty()) return;
+  logits_.resize(vocab_size_);
+  weights_.resize(vocab_size_);
+  rank_keys_.resize(vocab_size_);
+  token_marks_.assign(vocab_size_, 0);
+}
 
 int32_t Sampler::SampleWithUniform(std::span<const float> logits,
                                    std::span<const int32_t> prompt_tokens,
                                    std::span<const int32_t> generated_tokens, double uniform) {
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
+  EnsureScratch();
   std::transform(logits.begin(), logits.end(), logits_.begin(), NanToNegativeInf);
   ApplyPenalties(logits_, prompt_tokens, generated_tokens);
   if (params_.temperature == 0.0f) return GreedyToken(logits_);
@@ -111,6 +114,7 @@ int32_t Sampler::SampleWithUniform(std::span<const float> logits,
 void Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
                              std::span<const int32_t> generated_tokens) {
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
+  EnsureScratch();
   auto check_id = [this](int32_t token) { RIDGE_CHECK(token >= 0 && token < vocab_size_); };
 
   const float repetition = params_.repetition_penalty;

@@ -31,7 +31,9 @@ class Sampler {
 
   // Picks the next token. `logits` has vocab_size entries; token ids must be in [0, vocab_size)
   // (the engine validates prompts on admission, so a bad id here is a bug and aborts).
-  // Allocation-free: all scratch space is reserved at creation.
+  // Allocation-free after the first call, which allocates the scratch space (four vocabulary-
+  // sized arrays: a sequence sampled on a GPU never needs them, and allocating them for every
+  // request, then freeing them on the engine thread, cost both threads time).
   int32_t Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
                  std::span<const int32_t> generated_tokens) {
     return SampleWithUniform(logits, prompt_tokens, generated_tokens, NextDrawUniform());
@@ -75,12 +77,14 @@ class Sampler {
   size_t KeepTopK();
   size_t KeepTopP(size_t size);
   int32_t Draw(uint64_t max_kept_key, double uniform);
+  void EnsureScratch();  // allocates the scratch below on first use
 
   SamplingParams params_;
   int32_t vocab_size_;
   std::mt19937_64 rng_;
 
-  // Scratch, vocab_size entries each, reused by every call.
+  // Scratch, vocab_size entries each once allocated (empty before the first call), reused by
+  // every call.
   std::vector<float> logits_;         // Penalised logits, NaN replaced by -inf.
   std::vector<float> weights_;        // Unnormalised probabilities, 1 for the best token.
   std::vector<uint64_t> rank_keys_;   // Candidates for top-k / top-p, see RankKey in sampler.cc.
