@@ -45,7 +45,6 @@ int64_t GraphBucket(int64_t n) {
   return n;
 }
 
-
 int64_t RoundUpPow2(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;

@@ -225,7 +225,8 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const auto prefill_tols, args.NumberList("prefill-tolerances", "0"));
   ASSIGN_OR_RETURN(const auto prefill_lens,
                    args.NumberList("prefill-lens", std::to_string(prefill_len)));
-  ASSIGN_OR_RETURN(const int64_t chunked_min, args.Int("chunked-min", CudaBackendOptions{}.chunked_prefill_min_tokens));
+  ASSIGN_OR_RETURN(const int64_t chunked_min,
+                   args.Int("chunked-min", CudaBackendOptions{}.chunked_prefill_min_tokens));
   for (double len : prefill_lens) {
     if (!(len >= 1 && len <= (1 << 20)) || len != static_cast<int64_t>(len)) {
       return absl::InvalidArgumentError("--prefill-lens must be whole numbers from 1 to 2^20");
@@ -267,11 +268,10 @@ absl::Status Bench(int argc, char** argv) {
   for (int64_t c : engine_load) slots = std::max(slots, c);
   const auto load_start = Clock::now();
   const MesaNetWeights weights = RandomMesaNetWeights(config, 1234);
-  ASSIGN_OR_RETURN(auto backend,
-                   CudaBackend::Create(config, weights,
-                                       {.num_slots = slots,
-                                        .use_graphs = !args.Has("no-graphs"),
-                                        .chunked_prefill_min_tokens = chunked_min}));
+  ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(config, weights,
+                                                     {.num_slots = slots,
+                                                      .use_graphs = !args.Has("no-graphs"),
+                                                      .chunked_prefill_min_tokens = chunked_min}));
   ASSIGN_OR_RETURN(const double ceiling, cuda::MeasureDeviceCopyBandwidth(2ll << 30));
   std::printf(
       "config %s: %lld parameters, %.1f MB of weights on the GPU, state %.2f MiB/sequence, "

@@ -91,8 +91,9 @@ void TimeLtAlgorithms(cublasLtHandle_t lt, cudaStream_t stream, int layers, int 
   cublasLtMatmulDesc_t desc;
   CheckBlas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
   const cublasOperation_t trans = CUBLAS_OP_T;
-  CheckBlas(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)),
-            "transa");
+  CheckBlas(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)),
+      "transa");
   cublasLtMatrixLayout_t a, b, c;
   CheckBlas(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k), "layout a");
   CheckBlas(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, rows, k), "layout b");
