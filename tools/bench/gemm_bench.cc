@@ -29,6 +29,8 @@
 namespace ridge::cuda {
 namespace {
 
+constexpr size_t kWorkspaceBytes = 32 << 20;  // as the backend gives cuBLAS
+
 struct Options {
   int64_t hidden = 768, inter = 2048, proj = 2316, vocab = 50257;
   int layers = 14, reps = 30;
@@ -141,8 +143,8 @@ void Run(const Options& o) {
   CheckBlas(cublasCreate(&blas), "cublasCreate");
   CheckBlas(cublasSetStream(blas, stream), "cublasSetStream");
   void* blas_workspace = nullptr;
-  Check(cudaMalloc(&blas_workspace, 32 << 20), "cudaMalloc");
-  CheckBlas(cublasSetWorkspace(blas, blas_workspace, 32 << 20), "cublasSetWorkspace");
+  Check(cudaMalloc(&blas_workspace, kWorkspaceBytes), "cudaMalloc");
+  CheckBlas(cublasSetWorkspace(blas, blas_workspace, kWorkspaceBytes), "cublasSetWorkspace");
   cublasLtHandle_t lt;
   CheckBlas(cublasLtCreate(&lt), "cublasLtCreate");
   std::mt19937 rng(1);
@@ -182,7 +184,7 @@ void Run(const Options& o) {
         if (padded == p.n) break;
       }
       TimeLtAlgorithms(lt, stream, o.layers, o.reps, padded, p.k, rows, p.accumulate, w, x, y,
-                       blas_workspace, 32 << 20);
+                       blas_workspace, kWorkspaceBytes);
       std::printf("\n");
     }
     for (void* v : w) cudaFree(v);
