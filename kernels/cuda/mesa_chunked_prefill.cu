@@ -305,19 +305,25 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
 //   y_t = exp(G_t) Hs_c p_t + sum_{s<=t} beta_s exp(G_t - G_s) k_s (k_s . p_t) + lambda p_t,
 // taken as S = P K^T scaled by the intra-chunk weights W[t][s] in registers and stored, then
 // Y = decay * (P Hs_c) kept in registers, after one barrier Y += S V (V = K), and Y stored for the
-// CG update. A warp owns 2 x kTilesN of Y's 16 x 8 tiles (rows 32 * (w % 2) on, columns
-// 8 * kTilesN * (w / 2) on) and 2 x 2 of S's.
+// CG update.
+//
+// The tokens' CGs share only Hs_c and the keys, so a block may take a slice of the chunk's rows:
+// Rows tokens (64, 32 or 16), kL / Rows blocks a (chunk, head). A whole chunk a block keeps the
+// tensor cores of one SM busy for about 10 us a CG iteration (one block an SM: 210 KB of shared
+// memory), which is the right shape when the launch has many waves (a long prompt); a step with
+// few chunks (a short prompt beside decoding sequences) would leave most SMs idle for 30 such
+// iterations a layer, so it runs its chunks in slices over more SMs (PickSolveRows).
 
-template <int D>
+template <int D, int Rows>
 struct SolveLayout {
   static constexpr int kLdY = D + 4;           // padded row stride of Y
   static constexpr int kMat = 0;               // Hs_c, later Gs_c: B operand [D, D], fragment order
   static constexpr int kKeysT = kMat + D * D;  // K^T as the B operand of P K^T: [D, kL]
   static constexpr int kKeys = kKeysT + kL * D;  // K, later V, as the B operand of S K: [kL, D]
-  static constexpr int kP = kKeys + kL * D;      // P, later X: A operand [kL, D], fragment order
-  static constexpr int kY = kP + kL * D;         // products, row-major [kL, kLdY]
-  static constexpr int kS = kY + kL * kLdY;      // weighted P K^T: A operand [kL, kL]
-  static constexpr int kG = kS + kL * kL;        // cumulative log decay [L]
+  static constexpr int kP = kKeys + kL * D;      // P, later X: A operand [Rows, D], fragment order
+  static constexpr int kY = kP + Rows * D;       // products, row-major [Rows, kLdY]
+  static constexpr int kS = kY + Rows * kLdY;    // weighted P K^T: A operand [Rows, kL]
+  static constexpr int kG = kS + Rows * kL;      // cumulative log decay [L]
   static constexpr int kBeta = kG + kL;          // [L]
   static constexpr int kTotal = kBeta + kL;
 };
@@ -349,17 +355,29 @@ __device__ __forceinline__ void CopyKeysAsync(float* keys_t, float* keys, const 
   CopyPermutedAsync<kL, D>(keys, src, stride, n, [](int s, int c) { return BPermOffset(s, c, D); });
 }
 
-template <int D>
+// The warps split the block's rows in kRowGroups and the columns in kColGroups: a warp owns
+// kTilesM x kTilesN of Y's 16 x 8 tiles and kTilesM x kSTilesN of S's.
+template <int D, int Rows>
 struct SolveWarpTiles {
-  static constexpr int kTilesN = D / 32;  // Y column tiles per warp
-  int m0;                                 // first of the warp's two row tiles (of 16)
-  int n0;                                 // first of its Y column tiles (of 8)
-  int s_n0;                               // first of its two S column tiles
-  __device__ SolveWarpTiles() {
+  static constexpr int kDTiles = D / 8;  // tiles along a head vector
+  static constexpr int kRowTiles = Rows / 16;
+  static constexpr int kRowGroups = kRowTiles >= 2 ? 2 : 1;
+  static constexpr int kColGroups = kWarps / kRowGroups;
+  static constexpr int kTilesM = kRowTiles / kRowGroups;  // row tiles per warp
+  static constexpr int kTilesN = D / 8 / kColGroups;      // Y column tiles per warp
+  static constexpr int kSTilesN = kL / 8 / kColGroups;    // S column tiles per warp
+  static_assert(kTilesM * kRowGroups == kRowTiles && kTilesN * kColGroups * 8 == D &&
+                    kSTilesN * kColGroups * 8 == kL,
+                "the warps must tile Y and S exactly");
+  int m0;    // first of the warp's row tiles (of 16), in the block's rows
+  int n0;    // first of its Y column tiles (of 8)
+  int s_n0;  // first of its S column tiles
+  int row0;  // the chunk row of the block's first token
+  __device__ explicit SolveWarpTiles(int first_row) : row0(first_row) {
     const int warp = threadIdx.x >> 5;
-    m0 = 2 * (warp % 2);
-    n0 = kTilesN * (warp / 2);
-    s_n0 = 2 * (warp / 2);
+    m0 = kTilesM * (warp % kRowGroups);
+    n0 = kTilesN * (warp / kRowGroups);
+    s_n0 = kSTilesN * (warp / kRowGroups);
   }
 };
 
@@ -383,46 +401,50 @@ __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const fl
   }
 }
 
-// S = (P K^T) * W in the warp's 2 x 2 tiles of S, stored in fragment order. W[t][s] = beta_s
+// S = (P K^T) * W in the warp's tiles of S, stored in fragment order. W[t][s] = beta_s
 // exp(G_t - G_s) for s <= t, else 0.
-template <int D>
-__device__ __forceinline__ void WeightedKeyProduct(const SolveWarpTiles<D>& w, const float* p,
+template <typename Tiles>
+__device__ __forceinline__ void WeightedKeyProduct(const Tiles& w, const float* p,
                                                    const float* keys_t, const float* g,
                                                    const float* beta, float* s) {
-  float acc[2][2][4] = {};
-  AccumulateTiles<2, 2, D / 8, 4>(p, w.m0, keys_t, kL / 8, w.s_n0, acc);
+  constexpr int kTilesM = Tiles::kTilesM, kSTilesN = Tiles::kSTilesN;
+  float acc[kTilesM][kSTilesN][4] = {};
+  AccumulateTiles<kTilesM, kSTilesN, Tiles::kDTiles, 4>(p, w.m0, keys_t, kL / 8, w.s_n0, acc);
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kTilesM; ++i) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < kSTilesN; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int t = 16 * (w.m0 + i) + gr + 8 * (e >> 1), u = 8 * (w.s_n0 + j) + 2 * q + (e & 1);
+        const int local = 16 * (w.m0 + i) + gr + 8 * (e >> 1), t = w.row0 + local;
+        const int u = 8 * (w.s_n0 + j) + 2 * q + (e & 1);
         const float weight = u <= t ? beta[u] * __expf(g[t] - g[u]) : 0.0f;
-        s[APermOffset(t, u, kL)] = acc[i][j][e] * weight;
+        s[APermOffset(local, u, kL)] = acc[i][j][e] * weight;
       }
     }
   }
 }
 
+template <typename Tiles>
+using YTiles = float[Tiles::kTilesM][Tiles::kTilesN][4];
+
 // acc = decay_t * (X M) in the warp's tiles of Y (M in fragment order).
-template <int D>
-__device__ __forceinline__ void StateProduct(const SolveWarpTiles<D>& w, const float* x,
-                                             const float* m, const float* g,
-                                             float (&acc)[2][D / 32][4]) {
-  constexpr int kTilesN = SolveWarpTiles<D>::kTilesN;
+template <typename Tiles>
+__device__ __forceinline__ void StateProduct(const Tiles& w, const float* x, const float* m,
+                                             const float* g, YTiles<Tiles>& acc) {
+  constexpr int kTilesM = Tiles::kTilesM, kTilesN = Tiles::kTilesN, kDTiles = Tiles::kDTiles;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kTilesM; ++i) {
 #pragma unroll
     for (int j = 0; j < kTilesN; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
   }
-  AccumulateTiles<2, kTilesN, D / 8, 2>(x, w.m0, m, D / 8, w.n0, acc);
+  AccumulateTiles<kTilesM, kTilesN, kDTiles, 2>(x, w.m0, m, kDTiles, w.n0, acc);
   const int gr = (threadIdx.x & 31) >> 2;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float upper = __expf(g[16 * (w.m0 + i) + gr]),
-                lower = __expf(g[16 * (w.m0 + i) + gr + 8]);
+  for (int i = 0; i < kTilesM; ++i) {
+    const float upper = __expf(g[w.row0 + 16 * (w.m0 + i) + gr]),
+                lower = __expf(g[w.row0 + 16 * (w.m0 + i) + gr + 8]);
 #pragma unroll
     for (int j = 0; j < kTilesN; ++j) {
       acc[i][j][0] *= upper, acc[i][j][1] *= upper, acc[i][j][2] *= lower, acc[i][j][3] *= lower;
@@ -430,52 +452,51 @@ __device__ __forceinline__ void StateProduct(const SolveWarpTiles<D>& w, const f
   }
 }
 
-// acc += S V in the warp's tiles of Y, then Y stored row-major.
-template <int D>
-__device__ __forceinline__ void IntraChunkProduct(const SolveWarpTiles<D>& w, const float* s,
-                                                  const float* v, float (&acc)[2][D / 32][4],
-                                                  float* y) {
-  constexpr int kTilesN = SolveWarpTiles<D>::kTilesN;
-  using Lo = SolveLayout<D>;
-  AccumulateTiles<2, kTilesN, kL / 8, 2>(s, w.m0, v, D / 8, w.n0, acc);
+// acc += S V in the warp's tiles of Y, then Y stored row-major (rows LdY floats apart).
+template <typename Tiles, int LdY>
+__device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s, const float* v,
+                                                  YTiles<Tiles>& acc, float* y) {
+  constexpr int kTilesM = Tiles::kTilesM, kTilesN = Tiles::kTilesN;
+  AccumulateTiles<kTilesM, kTilesN, kL / 8, 2>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kTilesM; ++i) {
 #pragma unroll
     for (int j = 0; j < kTilesN; ++j) {
-      float* at = y + (16 * (w.m0 + i) + gr) * Lo::kLdY + 8 * (w.n0 + j) + 2 * q;
+      float* at = y + (16 * (w.m0 + i) + gr) * LdY + 8 * (w.n0 + j) + 2 * q;
       *reinterpret_cast<float2*>(at) = make_float2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<float2*>(at + 8 * Lo::kLdY) = make_float2(acc[i][j][2], acc[i][j][3]);
+      *reinterpret_cast<float2*>(at + 8 * LdY) = make_float2(acc[i][j][2], acc[i][j][3]);
     }
   }
 }
 
-// Y = A X for all tokens of the chunk (X in fragment order in x): three products and two
-// barriers; on return Y is published. The caller has published X, and the matrices.
-template <int D>
-__device__ __forceinline__ void ChunkProduct(const SolveWarpTiles<D>& w, const float* x,
-                                             const float* m, const float* keys_t, const float* keys,
-                                             const float* g, const float* beta, float* s,
-                                             float* y) {
-  float acc[2][D / 32][4];
-  WeightedKeyProduct<D>(w, x, keys_t, g, beta, s);
-  StateProduct<D>(w, x, m, g, acc);
+// Y = A X for the block's tokens (X in fragment order in x): three products and two barriers;
+// on return Y is published. The caller has published X, and the matrices.
+template <int LdY, typename Tiles>
+__device__ __forceinline__ void ChunkProduct(const Tiles& w, const float* x, const float* m,
+                                             const float* keys_t, const float* keys, const float* g,
+                                             const float* beta, float* s, float* y) {
+  YTiles<Tiles> acc;
+  WeightedKeyProduct(w, x, keys_t, g, beta, s);
+  StateProduct(w, x, m, g, acc);
   __syncthreads();  // S published
-  IntraChunkProduct<D>(w, s, keys, acc, y);
+  IntraChunkProduct<Tiles, LdY>(w, s, keys, acc, y);
   __syncthreads();  // Y published
 }
 
-// The four threads of a row (consecutive lanes) each hold D/4 of its columns.
+// The Lanes threads of a token (consecutive lanes) each hold D / Lanes of its columns.
+template <int Lanes>
 __device__ __forceinline__ float RowSum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  v += __shfl_xor_sync(0xffffffffu, v, 2);
+#pragma unroll
+  for (int offset = 1; offset < Lanes; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
-template <int D>
+template <int D, int Rows>
 __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
-  using Lo = SolveLayout<D>;
-  constexpr int kCols = D / 4;  // columns per thread
+  using Lo = SolveLayout<D, Rows>;
+  constexpr int kLanes = kThreads / Rows;  // threads of a token
+  constexpr int kCols = D / kLanes;        // columns per thread
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float* mat = smem + Lo::kMat;
@@ -487,21 +508,25 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   float* g_s = smem + Lo::kG;
   float* beta_s = smem + Lo::kBeta;
 
-  const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
+  constexpr int kSlices = kL / Rows;
+  const int slice = blockIdx.x % kSlices;
+  const int chunk = blockIdx.x / kSlices / a.num_heads, head = blockIdx.x / kSlices % a.num_heads;
   const int j = a.table.chunk_sequence[chunk];
   const int first = a.table.row_begin[j] + (chunk - a.table.chunk_begin[j]) * kL;
   const int n = min(kL, a.table.row_begin[j] + a.table.row_count[j] - first);
+  const int row0 = slice * Rows;  // the chunk row of the block's first token
+  if (row0 >= n) return;          // a slice past the prompt's end
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
-  // Token t = tid / 4 lives in 4 consecutive lanes; lane q of them owns columns q, q+4, q+8, ...
-  // (interleaved, so the lanes of a warp read distinct shared-memory banks).
-  const int t = tid / 4, c0 = tid % 4;
+  // Token t = row0 + local lives in kLanes consecutive lanes; lane c0 of them owns columns c0,
+  // c0 + kLanes, ... (interleaved, so the lanes of a warp read distinct shared-memory banks).
+  const int local = tid / kLanes, c0 = tid % kLanes, t = row0 + local;
   const int64_t row = first + t;
   const float tolerance = a.table.tolerance[j];
   const int max_iterations = a.table.max_iterations[j];
   const float* chunk_state = a.chunk_states + (static_cast<int64_t>(chunk) * H + head) * 2 * D * D;
-  const SolveWarpTiles<D> tiles;
+  const SolveWarpTiles<D, Rows> tiles(row0);
   auto state_offset = [](int k, int c) { return BPermOffset(k, c, D); };
-  auto p_at = [&](int c) { return APermOffset(t, c0 + 4 * c, D); };
+  auto p_at = [&](int c) { return APermOffset(local, c0 + kLanes * c, D); };
 
   // Hs_c and the keys arrive while the decays and the CG start are computed (waited for
   // before the first product).
@@ -531,12 +556,12 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   float delta = 0.0f;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    r[c] = t < n ? a.q_norm[row * K + head * D + c0 + 4 * c] : 0.0f;
+    r[c] = t < n ? a.q_norm[row * K + head * D + c0 + kLanes * c] : 0.0f;
     x[c] = 0.0f;
-    lambda[c] = a.weights.lambda[head * D + c0 + 4 * c];
+    lambda[c] = a.weights.lambda[head * D + c0 + kLanes * c];
     delta += r[c] * r[c];
   }
-  delta = RowSum(delta);
+  delta = RowSum<kLanes>(delta);
   const float initial_norm = sqrtf(delta), stop_norm = tolerance * initial_norm;
   auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
   bool active = initial_norm > 0.0f && !converged(delta);
@@ -549,14 +574,14 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   __pipeline_wait_prior(0);  // Hs_c and the keys: published by the loop's first barrier
   for (int it = 0; it < max_iterations; ++it) {
     if (!__syncthreads_or(active)) break;  // also publishes P
-    ChunkProduct<D>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+    ChunkProduct<Lo::kLdY>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
     float ap[kCols], p_ap = 0.0f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      ap[c] = y_s[t * Lo::kLdY + c0 + 4 * c] + lambda[c] * p[c];
+      ap[c] = y_s[local * Lo::kLdY + c0 + kLanes * c] + lambda[c] * p[c];
       p_ap += p[c] * ap[c];
     }
-    p_ap = RowSum(p_ap);
+    p_ap = RowSum<kLanes>(p_ap);
     // A is SPD, so p^T A p <= 0 only when p vanished: the residual is at rounding level.
     const bool step = active && p_ap > 0.0f;
     const float alpha = step ? delta / p_ap : 0.0f;
@@ -567,7 +592,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
       r[c] -= alpha * ap[c];
       delta_new += r[c] * r[c];
     }
-    delta_new = RowSum(delta_new);
+    delta_new = RowSum<kLanes>(delta_new);
     if (step) {
       const float ratio = delta_new / delta;
 #pragma unroll
@@ -584,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   }
 
   // Per-token statistics, summed over the block, then added to the sequence's counters.
-  if (t < n && (tid % 4) == 0) {
+  if (t < n && c0 == 0) {
     const float residual = initial_norm > 0.0f ? sqrtf(delta) / initial_norm : 0.0f;
     const bool capped = initial_norm > 0.0f && iterations >= max_iterations && !converged(delta);
     SolveCounters& counters = a.counters[j * H + head];
@@ -610,26 +635,36 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = x[c];  // P's reads also came before a barrier
   __pipeline_wait_prior(0);
   __syncthreads();
-  ChunkProduct<D>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+  ChunkProduct<Lo::kLdY>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
 
   // Per-head RMSNorm with the shared weight, the optional gate, bf16 out.
   float o[kCols], sum_sq = 0.0f;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    o[c] = y_s[t * Lo::kLdY + c0 + 4 * c];
+    o[c] = y_s[local * Lo::kLdY + c0 + kLanes * c];
     sum_sq += o[c] * o[c];
   }
-  const float scale = rsqrtf(RowSum(sum_sq) / D + a.norm_eps);
+  const float scale = rsqrtf(RowSum<kLanes>(sum_sq) / D + a.norm_eps);
   if (t < n) {
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16) + row * K + head * D + c0;
     const float* gate = a.proj + row * a.proj_stride + 3 * K + head * D + c0;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      float v = o[c] * scale * a.weights.o_norm[c0 + 4 * c];
-      if (a.output_gate) v *= Silu(gate[4 * c]);
-      out[4 * c] = __float2bfloat16(v);
+      float v = o[c] * scale * a.weights.o_norm[c0 + kLanes * c];
+      if (a.output_gate) v *= Silu(gate[kLanes * c]);
+      out[kLanes * c] = __float2bfloat16(v);
     }
   }
+}
+
+template <int D, int Rows>
+cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
+  constexpr size_t kSmem = SolveLayout<D, Rows>::kTotal * sizeof(float);
+  const void* kernel = reinterpret_cast<const void*>(SolveKernel<D, Rows>);
+  if (cudaError_t e = AllowDynamicSharedMemory(kernel, kSmem); e != cudaSuccess) return e;
+  SolveKernel<D, Rows>
+      <<<a.table.num_chunks * a.num_heads*(kL / Rows), kThreads, kSmem, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <int D>
@@ -644,22 +679,28 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   ChunkStatesKernel<D><<<seqs * H * 2 * (D / 32), kThreads, 0, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  constexpr size_t kSmem = SolveLayout<D>::kTotal * sizeof(float);
-  if (cudaError_t e =
-          AllowDynamicSharedMemory(reinterpret_cast<const void*>(SolveKernel<D>), kSmem);
-      e != cudaSuccess) {
-    return e;
+  switch (PickSolveRows(chunks * H, a.sm_count)) {
+    case 16:
+      return LaunchSolve<D, 16>(a, stream);
+    case 32:
+      return LaunchSolve<D, 32>(a, stream);
+    default:
+      return LaunchSolve<D, kL>(a, stream);
   }
-  SolveKernel<D><<<chunks * H, kThreads, kSmem, stream>>>(a);
-  return cudaGetLastError();
 }
 
 }  // namespace
 
 size_t MesaChunkedPrefillSharedBytes(int head_dim) {
-  if (head_dim == 64) return SolveLayout<64>::kTotal * sizeof(float);
-  if (head_dim == 128) return SolveLayout<128>::kTotal * sizeof(float);
+  if (head_dim == 64) return SolveLayout<64, kL>::kTotal * sizeof(float);
+  if (head_dim == 128) return SolveLayout<128, kL>::kTotal * sizeof(float);
   return 0;
+}
+
+int PickSolveRows(int64_t chunk_heads, int sm_count) {
+  if (chunk_heads * (kPrefillChunk / 16) <= sm_count) return 16;
+  if (chunk_heads * (kPrefillChunk / 32) <= sm_count) return 32;
+  return kPrefillChunk;
 }
 
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream) {

@@ -9,10 +9,11 @@
 //  4. Chunk states, per (sequence, head, matrix, 32-row block): Hs and Gs at every chunk start
 //     by the rank-1 recurrence (they do not depend on the solves), and the final state straight
 //     into the slot.
-//  5. Solve, per (chunk, head): all tokens of the chunk run CG together, each product
-//     (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32, about fp32
-//     accuracy), each token with its own stopping rule; then the readout o_t = Gs_t^T x_t the
-//     same way, the per-head output norm and the optional gate.
+//  5. Solve, per (chunk, head, slice of its tokens): the slice's tokens run CG together, each
+//     product (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32,
+//     about fp32 accuracy), each token with its own stopping rule; then the readout
+//     o_t = Gs_t^T x_t the same way, the per-head output norm and the optional gate. A slice is
+//     the whole chunk unless the launch has few chunks (PickSolveRows).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -60,9 +61,14 @@ struct MesaPrefillArgs {
   float* chunk_states;
   void* out_bf16;           // [rows, K]
   SolveCounters* counters;  // [num_sequences * H], indexed by j
+  int32_t sm_count;         // the device's multiprocessors (PickSolveRows); 0: whole chunks
 };
 
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream);
+
+// Tokens per solve block for a launch of `chunk_heads` (chunk, head) pairs: 16 or 32 when the
+// chunks cut in that many slices still fit one block per SM, else the whole chunk (64).
+int PickSolveRows(int64_t chunk_heads, int sm_count);
 
 // Dynamic shared memory the prefill's solve kernel needs per block at this head dim (a device
 // must offer at least this much per block, opted in, to run it); 0 for an unsupported dim.

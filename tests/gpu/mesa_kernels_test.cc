@@ -230,13 +230,27 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
   const int64_t layer_floats = shape.packed_layer_floats();
   const int chunks = (s.n + kPrefillChunk - 1) / kPrefillChunk;
 
-  // Chunked prefill, then token by token in both block shapes (sm_count picks the shape: a huge
-  // one keeps 2 blocks per SM; 0 takes the 3-per-SM shape where head dim and conv allow it).
-  for (const int path : {0, 1, 2}) {
-    const bool chunked = path == 0;
-    SCOPED_TRACE(path == 0   ? "chunked prefill"
-                 : path == 1 ? "token by token, 2 blocks per SM"
-                             : "token by token, 3 blocks per SM");
+  // Chunked prefill with the solve in whole chunks and in slices of 32 and 16 tokens, then token
+  // by token in both block shapes (sm_count picks the shapes: for the token-by-token kernel a
+  // huge one keeps 2 blocks per SM, 0 takes the 3-per-SM shape where head dim and conv allow it).
+  const int chunk_heads = chunks * H;
+  const struct {
+    bool chunked;
+    int sm_count;
+    const char* name;
+  } paths[] = {{true, 0, "chunked prefill, whole chunks"},
+               {true, 2 * chunk_heads, "chunked prefill, slices of 32 tokens"},
+               {true, 1 << 20, "chunked prefill, slices of 16 tokens"},
+               {false, 1 << 20, "token by token, 2 blocks per SM"},
+               {false, 0, "token by token, 3 blocks per SM"}};
+  for (const auto& path : paths) {
+    const bool chunked = path.chunked;
+    SCOPED_TRACE(path.name);
+    if (chunked) {
+      ASSERT_EQ(PickSolveRows(chunk_heads, path.sm_count), path.sm_count == 0 ? kPrefillChunk
+                                                           : path.sm_count < (1 << 20) ? 32
+                                                                                       : 16);
+    }
     std::vector<float> pool(2 * layer_floats, -7.0f);  // slot 0: poison that must stay
     PackSlot(shape, in.state, std::span<float>(pool).subspan(layer_floats));
     float* d_pool = Upload(pool);
@@ -290,13 +304,14 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.log_gamma = d_lg;
       a.beta = d_beta;
       a.chunk_states = d_chunk_states;
+      a.sm_count = path.sm_count;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
     } else {
       MesaRecurrenceArgs a{};
       fill_common(a);
       a.sequences = {d_begin, d_count, d_slot, d_tol, d_iters, d_zero};
       a.num_sequences = 1;
-      a.sm_count = path == 1 ? 1 << 20 : 0;
+      a.sm_count = path.sm_count;
       ASSERT_EQ(LaunchMesaRecurrence(a, nullptr), cudaSuccess);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -336,8 +351,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
         }
       }
     }
-    std::printf("%s d%d h%d n%d: Hs %.2e Gs %.2e tails %.2e out %.2e\n",
-                chunked ? "chunked" : "sequential", D, H, s.n, hs_err, gs_err, tail_err, out_err);
+    std::printf("%s d%d h%d n%d: Hs %.2e Gs %.2e tails %.2e out %.2e\n", path.name, D, H, s.n,
+                hs_err, gs_err, tail_err, out_err);
     EXPECT_LT(hs_err, 1e-5);
     EXPECT_LT(gs_err, 1e-5);
     EXPECT_EQ(tail_err, 0.0);

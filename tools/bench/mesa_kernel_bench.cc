@@ -5,7 +5,8 @@
 //
 //   mesa_kernel_bench [--heads 6] [--head-dim 128] [--conv 4] [--batches 1,16,64,256]
 //                     [--iterations 30] [--prefill-batch 8] [--prefill-tokens 2048] [--reps 20]
-//                     [--sm-count N (as if the GPU had N SMs: picks the decode block shape)]
+//                     [--sm-count N (as if the GPU had N SMs: picks the decode block shape and
+//                     the prefill solve's slices; 1 keeps whole chunks)]
 //                     [--layers 14 (state layers per slot; consecutive launches cycle through
 //                      them, so the state is not L2-resident, as in a model step)]
 #include <cuda_runtime.h>
@@ -212,7 +213,7 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
   }
 }
 
-void BenchPrefill(const Options& o, std::mt19937& rng) {
+void BenchPrefill(const Options& o, int sm_count, std::mt19937& rng) {
   const int b = o.prefill_batch, n = o.prefill_tokens, rows = b * n;
   const int chunks_per = (n + kPrefillChunk - 1) / kPrefillChunk, chunks = b * chunks_per;
   DeviceBuffers mem;
@@ -225,6 +226,7 @@ void BenchPrefill(const Options& o, std::mt19937& rng) {
   SolveCounters* counters = mem.Upload(std::vector<SolveCounters>(b * l.H));
   MesaPrefillArgs a{};
   FillCommon(a, l, proj, out, counters);
+  a.sm_count = sm_count;
   const std::vector<float> zeros_rk(static_cast<size_t>(rows) * l.K);
   a.q_norm = mem.Upload(zeros_rk);
   a.k_norm = mem.Upload(zeros_rk);
@@ -316,7 +318,8 @@ int Main(int argc, char** argv) {
   std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
   std::mt19937 rng(7);
   BenchDecode(o, o.sm_count > 0 ? o.sm_count : prop.multiProcessorCount, rng);
-  if (o.prefill_batch > 0) BenchPrefill(o, rng);
+  if (o.prefill_batch > 0)
+    BenchPrefill(o, o.sm_count > 0 ? o.sm_count : prop.multiProcessorCount, rng);
   return 0;
 }
 
