@@ -13,7 +13,7 @@
 //     product (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32,
 //     about fp32 accuracy), each token with its own stopping rule; then the readout
 //     o_t = Gs_t^T x_t the same way, the per-head output norm and the optional gate. A slice is
-//     the whole chunk unless the launch has few chunks (PickSolveRows).
+//     the whole chunk unless the step's prompts are few or short (PickSolveRows).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,14 +61,15 @@ struct MesaPrefillArgs {
   float* chunk_states;
   void* out_bf16;           // [rows, K]
   SolveCounters* counters;  // [num_sequences * H], indexed by j
-  int32_t sm_count;         // the device's multiprocessors (PickSolveRows); 0: whole chunks
+  int32_t solve_rows;       // tokens per solve block: 16, 32 or 64 (PickSolveRows); 0: 64
 };
 
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream);
 
-// Tokens per solve block for a launch of `chunk_heads` (chunk, head) pairs: 16 or 32 when the
-// chunks cut in that many slices still fit one block per SM, else the whole chunk (64).
-int PickSolveRows(int64_t chunk_heads, int sm_count);
+// Tokens per solve block for a step prefilling `prompts` prompts of these lengths: 16 or 32 when
+// the slices holding tokens, one block an SM, still fit the device's SMs at once, else the whole
+// chunk (kPrefillChunk).
+int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count);
 
 // Dynamic shared memory the prefill's solve kernel needs per block at this head dim (a device
 // must offer at least this much per block, opted in, to run it); 0 for an unsupported dim.

@@ -371,7 +371,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   pre.chunk_states = chunk_states.as<float>();
   pre.out_bf16 = args.out_bf16;
   pre.counters = args.counters + args.num_sequences * c.num_heads;
-  pre.sm_count = sm_count;
+  pre.solve_rows = cuda::PickSolveRows(Host(kPreRowCount), prefill_count, c.num_heads, sm_count);
 
   for (size_t l = 0; l < layers.size(); ++l) {
     const DeviceLayer& w = layers[l];

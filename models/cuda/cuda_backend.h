@@ -24,9 +24,10 @@ struct CudaBackendOptions {
   bool use_graphs = true;  // replay captured graphs for decode steps
   // Prompt pieces at least this long run chunked (all tokens of a chunk solve together on the
   // tensor cores); shorter ones run token by token, as decode tokens do. On an H200 (140M,
-  // tolerance 0) a chunked piece costs about 6 ms however short (30 CG iterations of a chunk's
-  // latency), the token path 0.5 ms + 0.26 ms a token: even near 20 tokens, at batch 1 and 16.
-  int64_t chunked_prefill_min_tokens = 20;
+  // tolerance 0) a step of up to 16 short chunked pieces costs about 3 ms however short they are
+  // (30 CG iterations of a 16-token slice's latency), the token path 0.5 ms + 0.26 ms a token:
+  // even near 10 tokens, at batch 1, 4 and 16.
+  int64_t chunked_prefill_min_tokens = 10;
 };
 
 class CudaBackend : public ModelBackend {

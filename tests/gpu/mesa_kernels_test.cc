@@ -231,26 +231,20 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
   const int chunks = (s.n + kPrefillChunk - 1) / kPrefillChunk;
 
   // Chunked prefill with the solve in whole chunks and in slices of 32 and 16 tokens, then token
-  // by token in both block shapes (sm_count picks the shapes: for the token-by-token kernel a
-  // huge one keeps 2 blocks per SM, 0 takes the 3-per-SM shape where head dim and conv allow it).
-  const int chunk_heads = chunks * H;
+  // by token in both block shapes (sm_count picks the shape: a huge one keeps 2 blocks per SM, 0
+  // takes the 3-per-SM shape where head dim and conv allow it).
   const struct {
     bool chunked;
-    int sm_count;
+    int solve_rows_or_sm_count;
     const char* name;
-  } paths[] = {{true, 0, "chunked prefill, whole chunks"},
-               {true, 2 * chunk_heads, "chunked prefill, slices of 32 tokens"},
-               {true, 1 << 20, "chunked prefill, slices of 16 tokens"},
+  } paths[] = {{true, kPrefillChunk, "chunked prefill, whole chunks"},
+               {true, 32, "chunked prefill, slices of 32 tokens"},
+               {true, 16, "chunked prefill, slices of 16 tokens"},
                {false, 1 << 20, "token by token, 2 blocks per SM"},
                {false, 0, "token by token, 3 blocks per SM"}};
   for (const auto& path : paths) {
     const bool chunked = path.chunked;
     SCOPED_TRACE(path.name);
-    if (chunked) {
-      ASSERT_EQ(PickSolveRows(chunk_heads, path.sm_count), path.sm_count == 0 ? kPrefillChunk
-                                                           : path.sm_count < (1 << 20) ? 32
-                                                                                       : 16);
-    }
     std::vector<float> pool(2 * layer_floats, -7.0f);  // slot 0: poison that must stay
     PackSlot(shape, in.state, std::span<float>(pool).subspan(layer_floats));
     float* d_pool = Upload(pool);
@@ -304,14 +298,14 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.log_gamma = d_lg;
       a.beta = d_beta;
       a.chunk_states = d_chunk_states;
-      a.sm_count = path.sm_count;
+      a.solve_rows = path.solve_rows_or_sm_count;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
     } else {
       MesaRecurrenceArgs a{};
       fill_common(a);
       a.sequences = {d_begin, d_count, d_slot, d_tol, d_iters, d_zero};
       a.num_sequences = 1;
-      a.sm_count = path.sm_count;
+      a.sm_count = path.solve_rows_or_sm_count;
       ASSERT_EQ(LaunchMesaRecurrence(a, nullptr), cudaSuccess);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -401,6 +395,24 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       cudaFree(const_cast<float*>(p));
     }
   }
+}
+
+// Host code: runs without a GPU too.
+TEST(PickSolveRowsTest, SlicesAChunkOnlyWhileTheSlicesHoldingTokensFitTheSms) {
+  const std::vector<int32_t> one_short{24}, sixteen_short(16, 12), mixed{64, 100, 20};
+  EXPECT_EQ(PickSolveRows(one_short.data(), one_short.size(), 6, 132), 16);  // 2 slices x 6 heads
+  EXPECT_EQ(PickSolveRows(one_short.data(), one_short.size(), 6, 11),
+            32);  // 1 slice of 32 x 6 heads
+  EXPECT_EQ(PickSolveRows(one_short.data(), one_short.size(), 6, 5), kPrefillChunk);
+  // Prompts of 12 tokens fill one slice of 16 each, however many chunks the step has.
+  EXPECT_EQ(PickSolveRows(sixteen_short.data(), sixteen_short.size(), 6, 132), 16);
+  EXPECT_EQ(PickSolveRows(sixteen_short.data(), sixteen_short.size(), 6, 95), kPrefillChunk);
+  // 4 + 7 + 2 slices of 16 tokens, 2 + 4 + 1 of 32.
+  EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 26), 16);
+  EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 25), 32);
+  EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 14), 32);
+  EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 13), kPrefillChunk);
+  EXPECT_EQ(PickSolveRows(nullptr, 0, 6, 132), 16);  // no prompt: nothing launches
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MesaKernelsTest,

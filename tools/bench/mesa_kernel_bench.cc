@@ -226,7 +226,7 @@ void BenchPrefill(const Options& o, int sm_count, std::mt19937& rng) {
   SolveCounters* counters = mem.Upload(std::vector<SolveCounters>(b * l.H));
   MesaPrefillArgs a{};
   FillCommon(a, l, proj, out, counters);
-  a.sm_count = sm_count;
+  a.solve_rows = PickSolveRows(count.data(), b, l.H, sm_count);
   const std::vector<float> zeros_rk(static_cast<size_t>(rows) * l.K);
   a.q_norm = mem.Upload(zeros_rk);
   a.k_norm = mem.Upload(zeros_rk);
