@@ -387,9 +387,9 @@ struct SolveWarpTiles {
   static constexpr int kRowGroups = kRowTiles >= 2 ? 2 : 1;
   static constexpr int kColGroups = kWarps / kRowGroups;
   static constexpr int kTilesM = kRowTiles / kRowGroups;  // row tiles per warp
-  static constexpr int kTilesN = D / 8 / kColGroups;      // Y column tiles per warp
+  static constexpr int kTilesN = kDTiles / kColGroups;    // Y column tiles per warp
   static constexpr int kSTilesN = kL / 8 / kColGroups;    // S column tiles per warp
-  static_assert(kTilesM * kRowGroups == kRowTiles && kTilesN * kColGroups * 8 == D &&
+  static_assert(kTilesM * kRowGroups == kRowTiles && kTilesN * kColGroups == kDTiles &&
                     kSTilesN * kColGroups * 8 == kL,
                 "the warps must tile Y and S exactly");
   int m0;    // first of the warp's row tiles (of 16), in the block's rows
