@@ -399,9 +399,9 @@ struct SolveWarpTiles {
   int row0;  // the chunk row of the block's first token
   __device__ explicit SolveWarpTiles(int first_row) : row0(first_row) {
     const int warp = threadIdx.x >> 5;
-    m0 = kTilesM * (warp % kRowGroups);
-    n0 = kTilesN * (warp / kRowGroups);
-    s_n0 = kSTilesN * (warp / kRowGroups);
+    m0 = kTilesM * (warp / kColGroups);  // warps w and w + 4 share a tensor core: one of
+    n0 = kTilesN * (warp % kColGroups);  // each row group (see IntraChunkProduct)
+    s_n0 = kSTilesN * (warp % kColGroups);
   }
 };
 
@@ -411,8 +411,8 @@ struct SolveWarpTiles {
 constexpr int kMinChains = 4;
 
 // acc[i][j] += A's row of tiles m0 + i times B's column of tiles n0 + j, both in fragment order,
-// over kSteps k-steps of 8 (A then has kSteps tiles a row of tiles, B b_tiles_per_row).
-template <int kTilesM, int kTilesN, int kSteps, int kUnroll>
+// over the first kSteps k-steps of 8 (A has kATiles tiles a row of tiles, B b_tiles_per_row).
+template <int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps>
 __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const float* b,
                                                 int b_tiles_per_row, int n0,
                                                 float (&acc)[kTilesM][kTilesN][4]) {
@@ -427,7 +427,7 @@ __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const fl
       const int k = k0 + c;
       FragmentA fa[kTilesM];
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA(a, (m0 + i) * kSteps + k);
+      for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA(a, (m0 + i) * kATiles + k);
 #pragma unroll
       for (int j = 0; j < kTilesN; ++j) {
         const FragmentB fb = LoadFragmentB(b, k * b_tiles_per_row + n0 + j);
@@ -495,12 +495,19 @@ __device__ __forceinline__ void ScaleByDecay(const Tiles& w, const float* g, YTi
   }
 }
 
-// acc += S V in the warp's tiles of Y, then Y stored row-major (rows LdY floats apart).
+// acc += S V in the warp's tiles of Y, then Y stored row-major (rows LdY floats apart). S is
+// lower triangular (W[t][s] = 0 for s > t), so with whole chunks the first half of the rows
+// needs only the first half of the keys: those warps skip the other k-steps, and since each
+// tensor core hosts one warp of each half, every one does a quarter less of this product.
 template <typename Tiles, int LdY>
 __device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s, const float* v,
                                                   YTiles<Tiles>& acc, float* y) {
   constexpr int kTilesM = Tiles::kTilesM, kTilesN = Tiles::kTilesN;
-  AccumulateTiles<kTilesM, kTilesN, kL / 8, 2>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
+  if (Tiles::kRowTiles == kL / 16 && Tiles::kRowGroups == 2 && w.m0 == 0) {
+    AccumulateTiles<kTilesM, kTilesN, kL / 16, 2, kL / 8>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
+  } else {
+    AccumulateTiles<kTilesM, kTilesN, kL / 8, 2>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
+  }
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < kTilesM; ++i) {
