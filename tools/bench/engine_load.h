@@ -26,6 +26,10 @@ struct EngineLoadResult {
   double seconds = 0;
   int64_t generated_tokens = 0, failed = 0;
   double mean_ttft_seconds = 0;
+  double p50_ttft_seconds = 0, p99_ttft_seconds = 0;
+  // Over the requests submitted after the first `concurrency`, which all arrive at once and
+  // queue behind one another's prefill: the closed loop's steady state (0 when there are none).
+  double steady_mean_ttft_seconds = 0;
   int64_t prefill_token_budget = 0;  // the one the engine ran with
 };
 
