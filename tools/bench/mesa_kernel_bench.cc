@@ -317,9 +317,9 @@ int Main(int argc, char** argv) {
   Check(cudaGetDeviceProperties(&prop, 0), "device properties");
   std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
   std::mt19937 rng(7);
-  BenchDecode(o, o.sm_count > 0 ? o.sm_count : prop.multiProcessorCount, rng);
-  if (o.prefill_batch > 0)
-    BenchPrefill(o, o.sm_count > 0 ? o.sm_count : prop.multiProcessorCount, rng);
+  const int sm_count = o.sm_count > 0 ? o.sm_count : prop.multiProcessorCount;
+  BenchDecode(o, sm_count, rng);
+  if (o.prefill_batch > 0) BenchPrefill(o, sm_count, rng);
   return 0;
 }
 
