@@ -2,7 +2,8 @@
 // (cublasGemmEx, bf16 in, fp32 accumulate and out): each at its width and, where that is not a
 // multiple of 16, at the width padded to one (what the backend uploads). Each product runs over
 // `--layers` copies of its weight in a CUDA graph, so weights stream from memory as in a model
-// step and launch cost is a graph's; "GB/s" counts weight bytes only.
+// step and launch cost is a graph's; "GB/s" counts weight bytes only. For up to kFewRowsMax rows
+// it also times the backend's own kernel for few rows (kernels/cuda/few_rows_gemm.h).
 //
 //   gemm_bench --config tools/bench/configs/mesanet-140m.json [--rows 1,16,64,256]
 //              [--layers N (default: the config's)] [--reps 30]
@@ -21,6 +22,7 @@
 
 #include "base/half.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/few_rows_gemm.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "models/checkpoint.h"
 #include "models/mesanet_config.h"
@@ -185,6 +187,21 @@ void Run(const Options& o) {
       }
       TimeLtAlgorithms(lt, stream, o.layers, o.reps, padded, p.k, rows, p.accumulate, w, x, y,
                        blas_workspace, kWorkspaceBytes);
+      if (FewRowsGemmSupports(rows, padded, p.k)) {
+        const double us = TimeGraph(stream, o.layers, o.reps, [&](int l) {
+          const FewRowsGemmArgs args{x,
+                                     w[l % p.copies],
+                                     y,
+                                     rows,
+                                     static_cast<int32_t>(padded),
+                                     static_cast<int32_t>(p.k),
+                                     static_cast<int32_t>(padded),
+                                     p.accumulate};
+          Check(LaunchFewRowsGemm(args, stream), "LaunchFewRowsGemm");
+        });
+        std::printf("  | few-rows kernel %7.2f us (%5.0f GB/s)", us,
+                    2.0 * padded * p.k / us * 1e-3);
+      }
       std::printf("\n");
     }
     for (void* v : w) cudaFree(v);

@@ -1,0 +1,36 @@
+// Products of a decode step with few rows (up to kFewRowsMax tokens): y[rows, n] (+)= x[rows, k]
+// w[n, k]^T, bf16 inputs, fp32 accumulation and output, on the tensor cores (mma.sync
+// m16n8k16). At these sizes a product is a stream of its weights, and cuBLAS's kernels took 3
+// to 7 us in a CUDA graph for 1.2 to 6.3 MB (H200, 140M shapes), about twice what reading the
+// weights takes: this kernel has each warp issue every load of its share at once, starts
+// loading its weights before the kernel ahead of it in the stream has finished (programmatic
+// dependent launch: the weights are never written), and only then waits for its inputs.
+//
+// One block per 8 output columns; its warps split k and add their partial sums in shared
+// memory, so results do not depend on timing. Plain C++ header: host code compiled without
+// nvcc includes it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ridge::cuda {
+
+inline constexpr int64_t kFewRowsMax = 16;
+
+struct FewRowsGemmArgs {
+  const void* x;  // bf16 [rows, k], rows k apart, 16-byte aligned
+  const void* w;  // bf16 [n, k], rows k apart, 16-byte aligned
+  float* y;       // fp32 [rows, y_stride]
+  int32_t rows, n, k, y_stride;
+  bool accumulate;  // y += x w^T instead of y = x w^T
+};
+
+// Whether LaunchFewRowsGemm takes these sizes: 1 <= rows <= kFewRowsMax, n >= 1, k a positive
+// multiple of 32 up to 8192.
+bool FewRowsGemmSupports(int64_t rows, int64_t n, int64_t k);
+
+cudaError_t LaunchFewRowsGemm(const FewRowsGemmArgs& args, cudaStream_t stream);
+
+}  // namespace ridge::cuda
