@@ -68,7 +68,9 @@ struct DeviceLayer {
 constexpr int64_t kProductWidthMultiple = 16;
 
 // The largest weight matrix (elements) that products of few rows give to cuda::LaunchFewRowsGemm.
-constexpr int64_t kFewRowsMaxWeights = int64_t{16} << 20;
+// cuBLAS streams larger ones faster (H200: the 1B config's in-projection, 7M elements, 6.4 us
+// against 6.8 at 1 row and 8.7 at 16; its o_proj, 2.4M, 6.2 against 3.3 at 1 row).
+constexpr int64_t kFewRowsMaxWeights = int64_t{4} << 20;
 
 int64_t PaddedWidth(int64_t width) {
   return (width + kProductWidthMultiple - 1) / kProductWidthMultiple * kProductWidthMultiple;
@@ -309,9 +311,9 @@ absl::Status CudaBackend::Impl::EnsurePrefillCapacity(int64_t rows, int64_t chun
 absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w,
                                      int64_t out, float* y, bool accumulate) {
   // Row-major y[rows, out] = x[rows, in] * w[out, in]^T. Steps of few rows take the backend's
-  // own kernel for the layers' products (1.3x to 2.5x cuBLAS's speed there on an H200,
-  // tools/bench/RESULTS.md); the output layer (77 MB for 140M) streams at the copy ceiling either
-  // way and stays with cuBLAS, as does everything else, seen column-major as y^T = w x^T.
+  // own kernel for products of up to kFewRowsMaxWeights (1.3x to 2.5x cuBLAS's speed there on
+  // an H200, tools/bench/RESULTS.md); everything else goes to cuBLAS, seen column-major as
+  // y^T = w x^T.
   if (in * out <= kFewRowsMaxWeights && cuda::FewRowsGemmSupports(rows, out, in)) {
     const cuda::FewRowsGemmArgs args{x,
                                      w.as<void>(),
