@@ -44,6 +44,17 @@ absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Load(const std::file
   return std::make_unique<MesaNetModel>(*config, std::move(weights));
 }
 
+absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Random(const std::filesystem::path& dir,
+                                                                   uint64_t seed) {
+  const std::filesystem::path path = dir / "config.json";
+  ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(path));
+  auto config = ParseMesaNetConfig(json);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": ", config.status().message()));
+  }
+  return std::make_unique<MesaNetModel>(*config, RandomMesaNetWeights(*config, seed));
+}
+
 MesaNetModel::MesaNetModel(MesaNetConfig config, MesaNetWeights weights)
     : config_(config), weights_(std::move(weights)) {
   RIDGE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);

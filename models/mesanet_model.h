@@ -36,6 +36,10 @@ struct SequenceChunk {
 class MesaNetModel {
  public:
   static absl::StatusOr<std::unique_ptr<MesaNetModel>> Load(const std::filesystem::path& dir);
+  // A model in the shape of dir/config.json (no weights read) with RandomMesaNetWeights(seed):
+  // for measuring a configuration without its checkpoint.
+  static absl::StatusOr<std::unique_ptr<MesaNetModel>> Random(const std::filesystem::path& dir,
+                                                              uint64_t seed);
   MesaNetModel(MesaNetConfig config, MesaNetWeights weights);
 
   const MesaNetConfig& config() const { return config_; }

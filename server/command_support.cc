@@ -20,7 +20,18 @@ absl::StatusOr<std::unique_ptr<MesaNetModel>> LoadModelFromFlags(const CliArgs& 
   }
   SetComputeThreads(static_cast<int>(threads));
   ASSIGN_OR_RETURN(const std::string dir, args.String("model"));
-  ASSIGN_OR_RETURN(auto model, MesaNetModel::Load(dir));
+  const std::string format = args.StringOr("load-format", "checkpoint");
+  std::unique_ptr<MesaNetModel> model;
+  if (format == "checkpoint") {
+    ASSIGN_OR_RETURN(model, MesaNetModel::Load(dir));
+  } else if (format == "random") {
+    ASSIGN_OR_RETURN(model, MesaNetModel::Random(dir, /*seed=*/0));
+    Log(LogLevel::kWarning, "--load-format random: the weights are random, not ", dir,
+        "'s; outputs are meaningless, speed and memory are the config's");
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load-format must be checkpoint or random, not '", format, "'"));
+  }
   const MesaNetConfig& c = model->config();
   Log(LogLevel::kInfo, "loaded MesaNet from ", dir, ": ", c.num_hidden_layers, " layers, hidden ",
       c.hidden_size, ", ", c.num_heads, " heads x ", c.head_dim, ", vocab ", c.vocab_size, ", ",

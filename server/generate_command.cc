@@ -125,6 +125,7 @@ absl::Status Generate(int argc, char** argv) {
 int RunGenerateCommand(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "--help") {
     std::fputs(kUsage, stdout);
+    std::fputs(kLoadFormatHelp, stdout);
     return 0;
   }
   const absl::Status status = Generate(argc, argv);

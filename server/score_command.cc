@@ -77,6 +77,7 @@ absl::Status Score(int argc, char** argv) {
 int RunScoreCommand(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "--help") {
     std::fputs(kUsage, stdout);
+    std::fputs(kLoadFormatHelp, stdout);
     return 0;
   }
   const absl::Status status = Score(argc, argv);

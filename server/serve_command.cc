@@ -299,6 +299,7 @@ absl::Status Serve(int argc, char** argv) {
 int RunServeCommand(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "--help") {
     std::fputs(kUsage, stdout);
+    std::fputs(kLoadFormatHelp, stdout);
     return 0;
   }
   const absl::Status status = Serve(argc, argv);

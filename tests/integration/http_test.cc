@@ -41,6 +41,18 @@ std::filesystem::path TempDir() {
   return dir;
 }
 
+// A model folder with kModel's config.json and nothing else: no weights.
+std::filesystem::path ConfigOnlyModel() {
+  static const std::filesystem::path dir = [] {
+    const auto d = TempDir() / "config_only";
+    std::filesystem::create_directories(d);
+    std::filesystem::copy_file(kModel / "config.json", d / "config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    return d;
+  }();
+  return dir;
+}
+
 std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& extra,
                                            const std::string& name) {
   std::vector<std::string> args = {
@@ -322,6 +334,9 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
       {"--model " + kModel.string() + " --solver-max-iterations 50 --max-solver-iterations 40",
        "--max-solver-iterations"},
       {"--model " + kModel.string() + " --http-prot 1", "http-prot"},
+      {"--model " + kModel.string() + " --load-format dummy", "--load-format"},
+      {"--model " + ConfigOnlyModel().string(), "model.safetensors"},
+      {"--model " + (TempDir() / "nonexistent").string() + " --load-format random", "config.json"},
   };
   for (const Case& c : cases) {
     const std::string command = std::string(RIDGESERVE_BINARY) + " serve " + c.args + " 2>&1";
@@ -334,6 +349,27 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << c.args << "\n" << output;
     EXPECT_NE(output.find(c.message), std::string::npos) << c.args << "\n" << output;
   }
+}
+
+// --load-format random serves a configuration without its checkpoint: a folder holding only
+// config.json serves completions of the length asked for, and the log says the weights are
+// random.
+TEST(HttpRandomWeightsTest, ServesAConfigWithoutItsCheckpoint) {
+  signal(SIGPIPE, SIG_IGN);
+  std::string error;
+  auto server =
+      ServerProcess::Start(RIDGESERVE_BINARY,
+                           {"--model", ConfigOnlyModel().string(), "--load-format", "random",
+                            "--tokenizer", (TempDir() / "tokenizer").string(), "--threads", "1"},
+                           TempDir() / "random_weights.log", &error);
+  ASSERT_NE(server, nullptr) << error;
+  EXPECT_NE(server->Log().find("the weights are random"), std::string::npos) << server->Log();
+  auto client = Client(*server);
+  const auto r = PostJson(*client, "/v1/completions",
+                          {{"prompt", "Hello"}, {"max_tokens", 6}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(r.body["model"], "config_only");
 }
 
 TEST(HttpQueueTest, FullQueueIsAnImmediate429) {
