@@ -1,10 +1,11 @@
 // Products of a decode step with few rows (up to kFewRowsMax tokens): y[rows, n] (+)= x[rows, k]
 // w[n, k]^T, bf16 inputs, fp32 accumulation and output, on the tensor cores (mma.sync
 // m16n8k16). At these sizes a product is a stream of its weights, and cuBLAS's kernels took 3
-// to 7 us in a CUDA graph for 1.2 to 6.3 MB (H200, 140M shapes), about twice what reading the
-// weights takes: this kernel has each warp issue every load of its share at once, starts
-// loading its weights before the kernel ahead of it in the stream has finished (programmatic
-// dependent launch: the weights are never written), and only then waits for its inputs.
+// to 7 us in a CUDA graph for 1.2 to 6.3 MB (H200, 140M shapes), where reading the weights at
+// the copy ceiling takes 0.3 to 1.5: this kernel has each warp issue every load of its share at
+// once, starts loading its weights before the kernel ahead of it in the stream has finished
+// (programmatic dependent launch: the weights are never written), and only then waits for its
+// inputs.
 //
 // One block per 8 output columns; its warps split k and add their partial sums in shared
 // memory, so results do not depend on timing. Plain C++ header: host code compiled without
