@@ -33,26 +33,33 @@ struct MesaNetModel::Batch {
   std::vector<float> act;             // [rows, I]
 };
 
-absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Load(const std::filesystem::path& dir) {
-  ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(dir));
-  auto config = ParseMesaNetConfig(checkpoint->config());
+namespace {
+
+// The config of model folder `dir` from its config.json's contents; errors name the file.
+absl::StatusOr<MesaNetConfig> FolderConfig(const std::filesystem::path& dir,
+                                           const nlohmann::json& json) {
+  auto config = ParseMesaNetConfig(json);
   if (!config.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat((dir / "config.json").string(), ": ", config.status().message()));
   }
-  ASSIGN_OR_RETURN(MesaNetWeights weights, LoadMesaNetWeights(*checkpoint, *config));
-  return std::make_unique<MesaNetModel>(*config, std::move(weights));
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Load(const std::filesystem::path& dir) {
+  ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(const MesaNetConfig config, FolderConfig(dir, checkpoint->config()));
+  ASSIGN_OR_RETURN(MesaNetWeights weights, LoadMesaNetWeights(*checkpoint, config));
+  return std::make_unique<MesaNetModel>(config, std::move(weights));
 }
 
 absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Random(const std::filesystem::path& dir,
                                                                    uint64_t seed) {
-  const std::filesystem::path path = dir / "config.json";
-  ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(path));
-  auto config = ParseMesaNetConfig(json);
-  if (!config.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": ", config.status().message()));
-  }
-  return std::make_unique<MesaNetModel>(*config, RandomMesaNetWeights(*config, seed));
+  ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(dir / "config.json"));
+  ASSIGN_OR_RETURN(const MesaNetConfig config, FolderConfig(dir, json));
+  return std::make_unique<MesaNetModel>(config, RandomMesaNetWeights(config, seed));
 }
 
 MesaNetModel::MesaNetModel(MesaNetConfig config, MesaNetWeights weights)
