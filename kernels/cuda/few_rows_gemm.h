@@ -29,7 +29,7 @@ struct FewRowsGemmArgs {
 };
 
 // Whether LaunchFewRowsGemm takes these sizes: 1 <= rows <= kFewRowsMax, n >= 1, k a positive
-// multiple of 32 up to 8192.
+// multiple of 32 up to 4096.
 bool FewRowsGemmSupports(int64_t rows, int64_t n, int64_t k);
 
 cudaError_t LaunchFewRowsGemm(const FewRowsGemmArgs& args, cudaStream_t stream);
