@@ -54,10 +54,11 @@ std::filesystem::path ConfigOnlyModel() {
 }
 
 std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& extra,
-                                           const std::string& name) {
+                                           const std::string& name,
+                                           const std::filesystem::path& model = kModel) {
   std::vector<std::string> args = {
-      "--model", kModel.string(), "--tokenizer", (TempDir() / "tokenizer").string(), "--threads",
-      "1",       "--log-level",   "info"};
+      "--model", model.string(), "--tokenizer", (TempDir() / "tokenizer").string(), "--threads",
+      "1",       "--log-level",  "info"};
   args.insert(args.end(), extra.begin(), extra.end());
   signal(SIGPIPE, SIG_IGN);  // a write to a server that went away must fail, not kill the test
   std::string error;
@@ -355,14 +356,8 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
 // config.json serves completions of the length asked for, and the log says the weights are
 // random.
 TEST(HttpRandomWeightsTest, ServesAConfigWithoutItsCheckpoint) {
-  signal(SIGPIPE, SIG_IGN);
-  std::string error;
-  auto server =
-      ServerProcess::Start(RIDGESERVE_BINARY,
-                           {"--model", ConfigOnlyModel().string(), "--load-format", "random",
-                            "--tokenizer", (TempDir() / "tokenizer").string(), "--threads", "1"},
-                           TempDir() / "random_weights.log", &error);
-  ASSERT_NE(server, nullptr) << error;
+  auto server = StartServer({"--load-format", "random"}, "random_weights", ConfigOnlyModel());
+  ASSERT_NE(server, nullptr);
   EXPECT_NE(server->Log().find("the weights are random"), std::string::npos) << server->Log();
   auto client = Client(*server);
   const auto r = PostJson(*client, "/v1/completions",
