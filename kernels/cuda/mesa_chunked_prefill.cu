@@ -368,15 +368,29 @@ __device__ __forceinline__ void CopyPermutedAsync(float* dst, const float* src, 
   }
 }
 
-// Copies of a chunk's keys (or values: keys_t = nullptr) for the two products they enter.
+// Copies of a chunk's keys for the two products they enter: K^T as the B operand of P K^T, and
+// K (or the values) as the B operand of S K.
 template <int D>
-__device__ __forceinline__ void CopyKeysAsync(float* keys_t, float* keys, const float* src,
-                                              int64_t stride, int n) {
-  if (keys_t != nullptr) {
-    CopyPermutedAsync<kL, D>(keys_t, src, stride, n,
-                             [](int s, int c) { return BPermOffset(c, s, kL); });
-  }
+__device__ __forceinline__ void CopyKeysTransposedAsync(float* keys_t, const float* src,
+                                                        int64_t stride, int n) {
+  CopyPermutedAsync<kL, D>(keys_t, src, stride, n,
+                           [](int s, int c) { return BPermOffset(c, s, kL); });
+}
+template <int D>
+__device__ __forceinline__ void CopyKeysAsync(float* keys, const float* src, int64_t stride,
+                                              int n) {
   CopyPermutedAsync<kL, D>(keys, src, stride, n, [](int s, int c) { return BPermOffset(s, c, D); });
+}
+
+// Rounds the first N floats of shared memory at v (16-byte aligned) to TF32 in place.
+template <int N>
+__device__ __forceinline__ void RoundToTf32InPlace(float* v) {
+  static_assert(N % (4 * kThreads) == 0, "whole float4s for every thread");
+  float4* v4 = reinterpret_cast<float4*>(v);
+  for (int i = threadIdx.x; i < N / 4; i += kThreads) {
+    const float4 x = v4[i];
+    v4[i] = make_float4(Tf32High(x.x), Tf32High(x.y), Tf32High(x.z), Tf32High(x.w));
+  }
 }
 
 // The warps split the block's rows in kRowGroups and the columns in kColGroups: a warp owns
@@ -412,7 +426,8 @@ constexpr int kMinChains = 4;
 
 // acc[i][j] += A's row of tiles m0 + i times B's column of tiles n0 + j, both in fragment order,
 // over the first kSteps k-steps of 8 (A has kATiles tiles a row of tiles, B b_tiles_per_row).
-template <int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps>
+// kSinglePass: one TF32 pass instead of 3xTF32 (MmaTf32Pass), as in all the products below.
+template <bool kSinglePass, int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps>
 __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const float* b,
                                                 int b_tiles_per_row, int n0,
                                                 float (&acc)[kTilesM][kTilesN][4]) {
@@ -427,13 +442,14 @@ __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const fl
       const int k = k0 + c;
       FragmentA fa[kTilesM];
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA(a, (m0 + i) * kATiles + k);
+      for (int i = 0; i < kTilesM; ++i)
+        fa[i] = LoadFragmentA<kSinglePass>(a, (m0 + i) * kATiles + k);
 #pragma unroll
       for (int j = 0; j < kTilesN; ++j) {
-        const FragmentB fb = LoadFragmentB(b, k * b_tiles_per_row + n0 + j);
+        const FragmentB fb = LoadFragmentB<kSinglePass>(b, k * b_tiles_per_row + n0 + j);
 #pragma unroll
         for (int i = 0; i < kTilesM; ++i) {
-          MmaTf32x3(c == 0 ? acc[i][j] : more[c > 0 ? c - 1 : 0][i][j], fa[i], fb);
+          MmaTf32Pass<kSinglePass>(c == 0 ? acc[i][j] : more[c > 0 ? c - 1 : 0][i][j], fa[i], fb);
         }
       }
     }
@@ -458,22 +474,32 @@ using STiles = float[Tiles::kTilesM][Tiles::kSTilesN][4];
 template <typename Tiles>
 using YTiles = float[Tiles::kTilesM][Tiles::kTilesN][4];
 
-// S = acc * W stored in fragment order, acc = P K^T in the warp's tiles of S.
-template <typename Tiles>
+// S = acc * W stored in fragment order (rounded to TF32 for a single-pass product), acc = P K^T
+// in the warp's tiles of S. Elements e and
+// e + 2 of a tile are rows r and r + 8 of one column, adjacent in fragment order: one float2
+// store. The weights are computed without branches: exp of min(G_t - G_u, 0) (G falls along the
+// chunk, so only masked-out u > t would exceed 0) and a select.
+template <bool kSinglePass, typename Tiles>
 __device__ __forceinline__ void StoreWeightedKeys(const Tiles& w, const STiles<Tiles>& acc,
                                                   const float* g, const float* beta, float* s) {
+  // A single-pass product reads its operands as stored: S is stored rounded to TF32.
+  auto stored = [](float v) { return kSinglePass ? Tf32High(v) : v; };
   constexpr int kTilesM = Tiles::kTilesM, kSTilesN = Tiles::kSTilesN;
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < kTilesM; ++i) {
+    const int local = 16 * (w.m0 + i) + gr, t = w.row0 + local;
+    const float g_upper = g[t], g_lower = g[t + 8];
 #pragma unroll
     for (int j = 0; j < kSTilesN; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int local = 16 * (w.m0 + i) + gr + 8 * (e >> 1), t = w.row0 + local;
-        const int u = 8 * (w.s_n0 + j) + 2 * q + (e & 1);
-        const float weight = u <= t ? beta[u] * __expf(g[t] - g[u]) : 0.0f;
-        s[APermOffset(local, u, kL)] = acc[i][j][e] * weight;
+      for (int e = 0; e < 2; ++e) {
+        const int u = 8 * (w.s_n0 + j) + 2 * q + e;
+        const float b = beta[u], gu = g[u];
+        const float upper = u <= t ? b * __expf(fminf(g_upper - gu, 0.0f)) : 0.0f;
+        const float lower = u <= t + 8 ? b * __expf(fminf(g_lower - gu, 0.0f)) : 0.0f;
+        *reinterpret_cast<float2*>(s + APermOffset(local, u, kL)) =
+            make_float2(stored(acc[i][j][e] * upper), stored(acc[i][j][e + 2] * lower));
       }
     }
   }
@@ -499,14 +525,16 @@ __device__ __forceinline__ void ScaleByDecay(const Tiles& w, const float* g, YTi
 // lower triangular (W[t][s] = 0 for s > t), so with whole chunks the first half of the rows
 // needs only the first half of the keys: those warps skip the other k-steps, and since each
 // tensor core hosts one warp of each half, every one does a quarter less of this product.
-template <typename Tiles, int LdY>
+template <bool kSinglePass, typename Tiles, int LdY>
 __device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s, const float* v,
                                                   YTiles<Tiles>& acc, float* y) {
   constexpr int kTilesM = Tiles::kTilesM, kTilesN = Tiles::kTilesN;
   if (Tiles::kRowTiles == kL / 16 && Tiles::kRowGroups == 2 && w.m0 == 0) {
-    AccumulateTiles<kTilesM, kTilesN, kL / 16, 2, kL / 8>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
+    AccumulateTiles<kSinglePass, kTilesM, kTilesN, kL / 16, 2, kL / 8>(s, w.m0, v, Tiles::kDTiles,
+                                                                       w.n0, acc);
   } else {
-    AccumulateTiles<kTilesM, kTilesN, kL / 8, 2>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
+    AccumulateTiles<kSinglePass, kTilesM, kTilesN, kL / 8, 2>(s, w.m0, v, Tiles::kDTiles, w.n0,
+                                                              acc);
   }
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -522,7 +550,7 @@ __device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s
 
 // s_acc = X K^T and y_acc = X M over D in one pass, each A fragment of X loaded and split once
 // for both.
-template <typename Tiles>
+template <bool kSinglePass, typename Tiles>
 __device__ __forceinline__ void BothProductsOfX(const Tiles& w, const float* x, const float* keys_t,
                                                 const float* m, STiles<Tiles>& s_acc,
                                                 YTiles<Tiles>& y_acc) {
@@ -531,46 +559,47 @@ __device__ __forceinline__ void BothProductsOfX(const Tiles& w, const float* x, 
   for (int k = 0; k < kDTiles; ++k) {
     FragmentA fa[kTilesM];
 #pragma unroll
-    for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA(x, (w.m0 + i) * kDTiles + k);
+    for (int i = 0; i < kTilesM; ++i)
+      fa[i] = LoadFragmentA<kSinglePass>(x, (w.m0 + i) * kDTiles + k);
 #pragma unroll
     for (int j = 0; j < Tiles::kSTilesN; ++j) {
-      const FragmentB fb = LoadFragmentB(keys_t, k * (kL / 8) + w.s_n0 + j);
+      const FragmentB fb = LoadFragmentB<kSinglePass>(keys_t, k * (kL / 8) + w.s_n0 + j);
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) MmaTf32x3(s_acc[i][j], fa[i], fb);
+      for (int i = 0; i < kTilesM; ++i) MmaTf32Pass<kSinglePass>(s_acc[i][j], fa[i], fb);
     }
 #pragma unroll
     for (int j = 0; j < Tiles::kTilesN; ++j) {
-      const FragmentB fb = LoadFragmentB(m, k * kDTiles + w.n0 + j);
+      const FragmentB fb = LoadFragmentB<kSinglePass>(m, k * kDTiles + w.n0 + j);
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) MmaTf32x3(y_acc[i][j], fa[i], fb);
+      for (int i = 0; i < kTilesM; ++i) MmaTf32Pass<kSinglePass>(y_acc[i][j], fa[i], fb);
     }
   }
 }
 
 // Y = A X for the block's tokens (X in fragment order in x): three products and two barriers;
 // on return Y is published. The caller has published X, and the matrices.
-template <int LdY, typename Tiles>
+template <int LdY, bool kSinglePass, typename Tiles>
 __device__ __forceinline__ void ChunkProduct(const Tiles& w, const float* x, const float* m,
                                              const float* keys_t, const float* keys, const float* g,
                                              const float* beta, float* s, float* y) {
   YTiles<Tiles> acc = {};
   if constexpr (Tiles::kTilesM * Tiles::kSTilesN >= kMinChains) {
     STiles<Tiles> s_acc = {};
-    BothProductsOfX(w, x, keys_t, m, s_acc, acc);
-    StoreWeightedKeys(w, s_acc, g, beta, s);
+    BothProductsOfX<kSinglePass>(w, x, keys_t, m, s_acc, acc);
+    StoreWeightedKeys<kSinglePass>(w, s_acc, g, beta, s);
   } else {  // few tiles a warp: each product in turn, in its own accumulator chains
     {
       STiles<Tiles> s_acc = {};
-      AccumulateTiles<Tiles::kTilesM, Tiles::kSTilesN, Tiles::kDTiles, 4>(x, w.m0, keys_t, kL / 8,
-                                                                          w.s_n0, s_acc);
-      StoreWeightedKeys(w, s_acc, g, beta, s);
+      AccumulateTiles<kSinglePass, Tiles::kTilesM, Tiles::kSTilesN, Tiles::kDTiles, 4>(
+          x, w.m0, keys_t, kL / 8, w.s_n0, s_acc);
+      StoreWeightedKeys<kSinglePass>(w, s_acc, g, beta, s);
     }
-    AccumulateTiles<Tiles::kTilesM, Tiles::kTilesN, Tiles::kDTiles, 2>(x, w.m0, m, Tiles::kDTiles,
-                                                                       w.n0, acc);
+    AccumulateTiles<kSinglePass, Tiles::kTilesM, Tiles::kTilesN, Tiles::kDTiles, 2>(
+        x, w.m0, m, Tiles::kDTiles, w.n0, acc);
   }
   ScaleByDecay(w, g, acc);
   __syncthreads();  // S published
-  IntraChunkProduct<Tiles, LdY>(w, s, keys, acc, y);
+  IntraChunkProduct<kSinglePass, Tiles, LdY>(w, s, keys, acc, y);
   __syncthreads();  // Y published
 }
 
@@ -616,12 +645,19 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   const float* chunk_state = a.chunk_states + (static_cast<int64_t>(chunk) * H + head) * 2 * D * D;
   const SolveWarpTiles<D, Rows> tiles(row0);
   auto state_offset = [](int k, int c) { return BPermOffset(k, c, D); };
-  auto p_at = [&](int c) { return APermOffset(local, c0 + kLanes * c, D); };
+  // Column c0 + kLanes c, with c0 < kLanes a power of two >= 4, sets bits of the column that
+  // c0 leaves clear, and APermOffset adds over such disjoint bits: the thread's offset plus a
+  // constant per c (computing each in full was about 350 instructions a warp per CG iteration).
+  const int p_base = APermOffset(local, c0, D);
+  auto p_at = [&](int c) { return p_base + APermOffset(0, kLanes * c, D); };
+  static_assert(kLanes >= 4 && (kLanes & (kLanes - 1)) == 0, "p_at needs kLanes a power of 2");
 
   // Hs_c and the keys arrive while the decays and the CG start are computed (waited for
   // before the first product).
   CopyPermutedAsync<D, D>(mat, chunk_state, D, D, state_offset);
-  CopyKeysAsync<D>(keys_t, keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  const float* chunk_keys = a.k_norm + static_cast<int64_t>(first) * K + head * D;
+  CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
+  CopyKeysAsync<D>(keys, chunk_keys, K, n);
   __pipeline_commit();
   if (tid < 32) {  // inclusive prefix sum of the log decays (two per lane), and the gains
     const int i0 = 2 * tid;
@@ -661,10 +697,33 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     p[c] = active ? r[c] : 0.0f;
     p_s[p_at(c)] = p[c];
   }
+  // A tolerance-0 solve runs its whole budget, and once every token of the block is within
+  // a.single_pass_residual of its start the rest of its products take one TF32 pass: an error
+  // in a product late in CG perturbs x by about that error times the step, which by then is
+  // small (the inexact-Krylov argument), so x stays about as accurate as with 3xTF32 throughout.
+  // A solve with a tolerance never switches: its stopping test reads the recurrence residual,
+  // which would fall below the true one.
+  const float single_pass_norm = tolerance == 0.0f ? a.single_pass_residual * initial_norm : -1.0f;
+  bool single_pass = false;
   __pipeline_wait_prior(0);  // Hs_c and the keys: published by the loop's first barrier
   for (int it = 0; it < max_iterations; ++it) {
     if (!__syncthreads_or(active)) break;  // also publishes P
-    ChunkProduct<Lo::kLdY>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+    if (!single_pass) {
+      single_pass = __syncthreads_and(!active || sqrtf(delta) <= single_pass_norm);
+      if (single_pass) {  // the operands in shared memory, rounded once (LoadOperand)
+        static_assert(Lo::kMat + D * D == Lo::kKeysT && Lo::kKeysT + kL * D == Lo::kKeys,
+                      "Hs_c and both copies of the keys are contiguous");
+        RoundToTf32InPlace<D * D + 2 * kL * D>(mat);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32High(p_s[p_at(c)]);
+        __syncthreads();
+      }
+    }
+    if (single_pass) {
+      ChunkProduct<Lo::kLdY, true>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+    } else {
+      ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+    }
     float ap[kCols], p_ap = 0.0f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
@@ -694,8 +753,13 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
       active = false;
     }
     // P was last read by the products, which finished before the barriers above.
+    if (single_pass) {
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = active ? p[c] : 0.0f;
+      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = active ? Tf32High(p[c]) : 0.0f;
+    } else {
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = active ? p[c] : 0.0f;
+    }
   }
 
   // Per-token statistics, summed over the block, then added to the sequence's counters.
@@ -713,19 +777,20 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
 
   // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t): the
   // CG product's form with Gs_c for Hs_c, values for keys (in the second product), X for P.
-  // Every read of Hs_c and of the keys' second copy came before one of the loop's barriers (or
-  // none ran), so Gs_c and the values replace them now. Gs is stored [key, value]: o = Gs^T x is
-  // x^T Gs, the same product.
+  // Every read of Hs_c and of the keys came before one of the loop's barriers (or none ran), so
+  // Gs_c and the values replace Hs_c and the keys' second copy now, and a full-precision copy of
+  // K^T replaces the rounded one of a single-pass solve. Gs is stored [key, value]: o = Gs^T x
+  // is x^T Gs, the same product.
   CopyPermutedAsync<D, D>(mat, chunk_state + D * D, D, D, state_offset);
-  CopyKeysAsync<D>(nullptr, keys,
-                   a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
+  CopyKeysAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
                    a.proj_stride, n);
+  if (single_pass) CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
   __pipeline_commit();
 #pragma unroll
   for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = x[c];  // P's reads also came before a barrier
   __pipeline_wait_prior(0);
   __syncthreads();
-  ChunkProduct<Lo::kLdY>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+  ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
 
   // Per-head RMSNorm with the shared weight, the optional gate, bf16 out.
   float o[kCols], sum_sq = 0.0f;

@@ -31,23 +31,39 @@ __device__ __forceinline__ void SplitInto(float x, uint32_t& hi, uint32_t& lo) {
   lo = __float_as_uint(x - high);
 }
 
+// Loads for one pass (kSinglePass) take the operand's bits as they are, for operands stored
+// already rounded to TF32 (Tf32High: the tensor cores would truncate them otherwise), and leave lo
+// unset. (Rounding at every load was about 40% of the instructions of the prefill solve's main
+// product loop; truncating instead left 2 to 4 times as many bf16 outputs of the tolerance-0
+// prefill test off the rounded reference.)
+template <bool kSinglePass>
+__device__ __forceinline__ void LoadOperand(float x, uint32_t& hi, uint32_t& lo) {
+  if constexpr (kSinglePass) {
+    hi = __float_as_uint(x);
+  } else {
+    SplitInto(x, hi, lo);
+  }
+}
+
 // A fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order A operand.
+template <bool kSinglePass = false>
 __device__ __forceinline__ FragmentA LoadFragmentA(const float* a, int tile) {
   const float4 v = reinterpret_cast<const float4*>(a)[tile * 32 + (threadIdx.x & 31)];
   FragmentA f;
-  SplitInto(v.x, f.hi[0], f.lo[0]);
-  SplitInto(v.y, f.hi[1], f.lo[1]);
-  SplitInto(v.z, f.hi[2], f.lo[2]);
-  SplitInto(v.w, f.hi[3], f.lo[3]);
+  LoadOperand<kSinglePass>(v.x, f.hi[0], f.lo[0]);
+  LoadOperand<kSinglePass>(v.y, f.hi[1], f.lo[1]);
+  LoadOperand<kSinglePass>(v.z, f.hi[2], f.lo[2]);
+  LoadOperand<kSinglePass>(v.w, f.hi[3], f.lo[3]);
   return f;
 }
 
 // B fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order B operand.
+template <bool kSinglePass = false>
 __device__ __forceinline__ FragmentB LoadFragmentB(const float* b, int tile) {
   const float2 v = reinterpret_cast<const float2*>(b)[tile * 32 + (threadIdx.x & 31)];
   FragmentB f;
-  SplitInto(v.x, f.hi[0], f.lo[0]);
-  SplitInto(v.y, f.hi[1], f.lo[1]);
+  LoadOperand<kSinglePass>(v.x, f.hi[0], f.lo[0]);
+  LoadOperand<kSinglePass>(v.y, f.hi[1], f.lo[1]);
   return f;
 }
 
@@ -64,6 +80,17 @@ __device__ __forceinline__ void MmaTf32x3(float (&c)[4], const FragmentA& a, con
   MmaTf32(c, a.lo, b.hi);
   MmaTf32(c, a.hi, b.lo);
   MmaTf32(c, a.hi, b.hi);
+}
+
+// c += a * b in one pass (fragments loaded <true> from operands rounded to TF32: about 2^-11
+// relative error each), or to about fp32 accuracy (MmaTf32x3, fragments split).
+template <bool kSinglePass>
+__device__ __forceinline__ void MmaTf32Pass(float (&c)[4], const FragmentA& a, const FragmentB& b) {
+  if constexpr (kSinglePass) {
+    MmaTf32(c, a.hi, b.hi);
+  } else {
+    MmaTf32x3(c, a, b);
+  }
 }
 
 }  // namespace ridge::cuda

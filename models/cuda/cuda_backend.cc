@@ -393,6 +393,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   pre.out_bf16 = args.out_bf16;
   pre.counters = args.counters + args.num_sequences * c.num_heads;
   pre.solve_rows = cuda::PickSolveRows(Host(kPreRowCount), prefill_count, c.num_heads, sm_count);
+  pre.single_pass_residual = options.prefill_single_pass_residual;
 
   for (size_t l = 0; l < layers.size(); ++l) {
     const DeviceLayer& w = layers[l];
@@ -692,6 +693,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (options.num_slots < 1) return absl::InvalidArgumentError("the CUDA backend needs >= 1 slot");
   if (options.chunked_prefill_min_tokens < 1) {
     return absl::InvalidArgumentError("the chunked prefill's minimum prompt piece must be >= 1");
+  }
+  if (!(options.prefill_single_pass_residual >= 0.0f &&
+        options.prefill_single_pass_residual <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        "the chunked prefill's single-pass residual must be from 0 to 1");
   }
   cudaDeviceProp prop{};
   RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));

@@ -232,16 +232,24 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
 
   // Chunked prefill with the solve in whole chunks and in slices of 32 and 16 tokens, then token
   // by token in both block shapes (sm_count picks the shape: a huge one keeps 2 blocks per SM, 0
-  // takes the 3-per-SM shape where head dim and conv allow it).
+  // takes the 3-per-SM shape where head dim and conv allow it). Tolerance 1e-6 within 200
+  // iterations, and tolerance 0 with the default budget of 30, where the chunked solve's late
+  // iterations take single-pass TF32 products (MesaPrefillArgs::single_pass_residual).
   const struct {
     bool chunked;
     int solve_rows_or_sm_count;
+    float tolerance;
+    int max_iterations;
+    float single_pass_residual;
     const char* name;
-  } paths[] = {{true, kPrefillChunk, "chunked prefill, whole chunks"},
-               {true, 32, "chunked prefill, slices of 32 tokens"},
-               {true, 16, "chunked prefill, slices of 16 tokens"},
-               {false, 1 << 20, "token by token, 2 blocks per SM"},
-               {false, 0, "token by token, 3 blocks per SM"}};
+  } paths[] = {{true, kPrefillChunk, 1e-6f, 200, 0.0f, "chunked prefill, whole chunks"},
+               {true, 32, 1e-6f, 200, 0.0f, "chunked prefill, slices of 32 tokens"},
+               {true, 16, 1e-6f, 200, 0.0f, "chunked prefill, slices of 16 tokens"},
+               {true, kPrefillChunk, 0.0f, 30, 1e-2f, "chunked prefill, whole chunks, tolerance 0"},
+               {true, 16, 0.0f, 30, 1e-2f, "chunked prefill, slices of 16 tokens, tolerance 0"},
+               {false, 1 << 20, 1e-6f, 200, 0.0f, "token by token, 2 blocks per SM"},
+               {false, 0, 1e-6f, 200, 0.0f, "token by token, 3 blocks per SM"},
+               {false, 0, 0.0f, 30, 0.0f, "token by token, tolerance 0"}};
   for (const auto& path : paths) {
     const bool chunked = path.chunked;
     SCOPED_TRACE(path.name);
@@ -261,8 +269,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     int32_t* d_begin = Upload(std::vector<int32_t>{0});
     int32_t* d_count = Upload(std::vector<int32_t>{s.n});
     int32_t* d_slot = Upload(std::vector<int32_t>{1});
-    float* d_tol = Upload(std::vector<float>{1e-6f});
-    int32_t* d_iters = Upload(std::vector<int32_t>{200});
+    float* d_tol = Upload(std::vector<float>{path.tolerance});
+    int32_t* d_iters = Upload(std::vector<int32_t>{path.max_iterations});
     int32_t* d_zero = Upload(std::vector<int32_t>{0});
     int32_t* d_chunk_seq = Upload(std::vector<int32_t>(chunks, 0));
     SolveCounters* d_counters = Upload(std::vector<SolveCounters>(H, SolveCounters{}));
@@ -299,6 +307,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.beta = d_beta;
       a.chunk_states = d_chunk_states;
       a.solve_rows = path.solve_rows_or_sm_count;
+      a.single_pass_residual = path.single_pass_residual;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
     } else {
       MesaRecurrenceArgs a{};
@@ -345,8 +354,18 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
         }
       }
     }
-    std::printf("%s d%d h%d n%d: Hs %.2e Gs %.2e tails %.2e out %.2e\n", path.name, D, H, s.n,
-                hs_err, gs_err, tail_err, out_err);
+    // An output off by more than rounding differs from the reference rounded to bf16 only where
+    // the reference lies that close to a rounding boundary: with a relative error e, about
+    // e / 2^-8 of the outputs. A solve as accurate as fp32 leaves well under 1%; one-pass TF32
+    // products throughout (error about 3e-4) leave several times that.
+    int64_t off = 0;
+    for (size_t i = 0; i < out.size(); ++i) off += bits[i] != FloatToBf16(ref.out[i]);
+    const double off_fraction = static_cast<double>(off) / out.size();
+    std::printf(
+        "%s d%d h%d n%d: Hs %.2e Gs %.2e tails %.2e out %.2e (%.3f%% not the rounded "
+        "reference)\n",
+        path.name, D, H, s.n, hs_err, gs_err, tail_err, out_err, 100 * off_fraction);
+    EXPECT_LT(off_fraction, 0.01);
     EXPECT_LT(hs_err, 1e-5);
     EXPECT_LT(gs_err, 1e-5);
     EXPECT_EQ(tail_err, 0.0);
@@ -379,7 +398,9 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     const std::vector<SolveCounters> counters = Download(d_counters, H);
     for (int h = 0; h < H; ++h) {
       EXPECT_EQ(counters[h].solves, s.n);
-      EXPECT_EQ(counters[h].capped, 0) << "tolerance 1e-6 not reached in 200 iterations";
+      if (path.tolerance > 0) {
+        EXPECT_EQ(counters[h].capped, 0) << "tolerance 1e-6 not reached in 200 iterations";
+      }
     }
     for (void* p :
          {static_cast<void*>(d_pool), static_cast<void*>(d_proj), static_cast<void*>(d_begin),

@@ -6,6 +6,7 @@
 //              [--batches 1,16,64,256] [--tolerances 0,1e-3,1e-4] [--max-iterations 30]
 //              [--prefill-batch 8] [--prefill-len 2048 | --prefill-lens 8,16,32]
 //              [--chunked-min N (default: the backend's)] [--no-graphs] [--sample]
+//              [--single-pass-residual R (default: the backend's; 0: 3xTF32 throughout)]
 //              [--engine-load 16,64 [--engine-requests 512] [--engine-prompt 128]
 //               [--engine-new-tokens 64] [--prefill-budget N]]
 //
@@ -210,7 +211,7 @@ absl::Status Bench(int argc, char** argv) {
                      {"config", "prompt", "decode-steps", "batches", "tolerances", "max-iterations",
                       "prefill-batch", "prefill-len", "prefill-tolerances", "no-graphs", "sample",
                       "engine-load", "engine-requests", "engine-prompt", "engine-new-tokens",
-                      "prefill-budget", "prefill-lens", "chunked-min"},
+                      "prefill-budget", "prefill-lens", "chunked-min", "single-pass-residual"},
                      {"no-graphs", "sample"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
@@ -227,6 +228,9 @@ absl::Status Bench(int argc, char** argv) {
                    args.NumberList("prefill-lens", std::to_string(prefill_len)));
   ASSIGN_OR_RETURN(const int64_t chunked_min,
                    args.Int("chunked-min", CudaBackendOptions{}.chunked_prefill_min_tokens));
+  ASSIGN_OR_RETURN(
+      const double single_pass,
+      args.Double("single-pass-residual", CudaBackendOptions{}.prefill_single_pass_residual));
   for (double len : prefill_lens) {
     if (!(len >= 1 && len <= (1 << 20)) || len != static_cast<int64_t>(len)) {
       return absl::InvalidArgumentError("--prefill-lens must be whole numbers from 1 to 2^20");
@@ -271,7 +275,9 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(config, weights,
                                                      {.num_slots = slots,
                                                       .use_graphs = !args.Has("no-graphs"),
-                                                      .chunked_prefill_min_tokens = chunked_min}));
+                                                      .chunked_prefill_min_tokens = chunked_min,
+                                                      .prefill_single_pass_residual =
+                                                          static_cast<float>(single_pass)}));
   ASSIGN_OR_RETURN(const double ceiling, cuda::MeasureDeviceCopyBandwidth(2ll << 30));
   std::printf(
       "config %s: %lld parameters, %.1f MB of weights on the GPU, state %.2f MiB/sequence, "

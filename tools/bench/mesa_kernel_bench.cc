@@ -200,7 +200,7 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
                      mem.Upload(std::vector<float>(b, 0.0f)),
                      mem.Upload(std::vector<int32_t>(b, budgets[i])),
                      mem.Upload(jacobi)};
-      Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
+      Check(cudaMemset(counters, 0, b * a.num_heads * sizeof(SolveCounters)), "memset");
       times[i] = MedianMs(o.reps, [&] {
         a.layer = (a.layer + 1) % l.layers;
         LaunchMesaRecurrence(a, nullptr);
@@ -210,6 +210,37 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
     }
     std::printf("%6d %10.2f %10.2f %10.2f %12.3f %12.2f\n", b, 1e3f * times[0], 1e3f * times[1],
                 1e3f * times[2], 1e3 * (times[2] - times[1]) / std::max(1, o.iterations - 1), mean);
+  }
+}
+
+// One line per CG budget (0, 1, o.iterations) of the prefill launches in `a`.
+void BenchPrefillBudgets(const Options& o, DeviceBuffers& mem, MesaPrefillArgs& a,
+                         const std::vector<int32_t>& begin, const std::vector<int32_t>& count,
+                         const std::vector<int32_t>& slot, const std::vector<int32_t>& chunk_begin,
+                         const std::vector<int32_t>& chunk_seq, SolveCounters* counters) {
+  const int b = static_cast<int>(begin.size()), chunks = static_cast<int>(chunk_seq.size());
+  const int rows = b * o.prefill_tokens;
+  float previous = 0.0f;
+  for (const int budget : {0, 1, o.iterations}) {
+    a.table = {mem.Upload(begin),
+               mem.Upload(count),
+               mem.Upload(slot),
+               mem.Upload(std::vector<float>(b, 0.0f)),
+               mem.Upload(std::vector<int32_t>(b, budget)),
+               mem.Upload(chunk_begin),
+               mem.Upload(chunk_seq),
+               b,
+               chunks};
+    Check(cudaMemset(counters, 0, b * a.num_heads * sizeof(SolveCounters)), "memset");
+    const float ms = MedianMs(o.reps, [&] {
+      a.layer = (a.layer + 1) % o.layers;
+      LaunchMesaChunkedPrefill(a, nullptr);
+      return cudaGetLastError();
+    });
+    std::printf("%10d %10.3f %12.0f %12.2f %12.2f\n", budget, ms, rows / (ms * 1e-3),
+                MeanIterations(counters, b * a.num_heads),
+                budget == o.iterations ? 1e3 * (ms - previous) / std::max(1, budget - 1) : 0.0);
+    previous = ms;
   }
 }
 
@@ -234,29 +265,15 @@ void BenchPrefill(const Options& o, int sm_count, std::mt19937& rng) {
   a.beta = mem.Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
   a.chunk_states =
       mem.Upload(std::vector<float>(static_cast<size_t>(chunks) * l.H * 2 * l.D * l.D));
-  std::printf("chunked prefill: %d x %d tokens, tolerance 0\n%10s %10s %12s %12s %12s\n", b, n,
-              "iterations", "ms", "tok/s", "mean iters", "us/iteration");
-  float previous = 0.0f;
-  for (const int budget : {0, 1, o.iterations}) {
-    a.table = {mem.Upload(begin),
-               mem.Upload(count),
-               mem.Upload(slot),
-               mem.Upload(std::vector<float>(b, 0.0f)),
-               mem.Upload(std::vector<int32_t>(b, budget)),
-               mem.Upload(chunk_begin),
-               mem.Upload(chunk_seq),
-               b,
-               chunks};
-    Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
-    const float ms = MedianMs(o.reps, [&] {
-      a.layer = (a.layer + 1) % l.layers;
-      LaunchMesaChunkedPrefill(a, nullptr);
-      return cudaGetLastError();
-    });
-    std::printf("%10d %10.3f %12.0f %12.2f %12.2f\n", budget, ms, rows / (ms * 1e-3),
-                MeanIterations(counters, b * l.H),
-                budget == o.iterations ? 1e3 * (ms - previous) / std::max(1, budget - 1) : 0.0);
-    previous = ms;
+  // 3xTF32 products throughout, then one TF32 pass from the first iteration on (a residual
+  // bound of 1 holds at once): the two ends of the solve's single-pass switch.
+  for (const float single_pass : {0.0f, 1.0f}) {
+    a.single_pass_residual = single_pass;
+    std::printf(
+        "chunked prefill: %d x %d tokens, tolerance 0, %s products\n%10s %10s %12s %12s %12s\n", b,
+        n, single_pass > 0 ? "single-pass TF32" : "3xTF32", "iterations", "ms", "tok/s",
+        "mean iters", "us/iteration");
+    BenchPrefillBudgets(o, mem, a, begin, count, slot, chunk_begin, chunk_seq, counters);
   }
 }
 
