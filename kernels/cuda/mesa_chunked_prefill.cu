@@ -382,14 +382,16 @@ __device__ __forceinline__ void CopyKeysAsync(float* keys, const float* src, int
   CopyPermutedAsync<kL, D>(keys, src, stride, n, [](int s, int c) { return BPermOffset(s, c, D); });
 }
 
-// Rounds the first N floats of shared memory at v (16-byte aligned) to TF32 in place.
+// Prepares the first N floats of shared memory at v (16-byte aligned) in place for single-pass
+// products (Tf32ForSinglePass); they are not read as floats after that.
 template <int N>
 __device__ __forceinline__ void RoundToTf32InPlace(float* v) {
   static_assert(N % (4 * kThreads) == 0, "whole float4s for every thread");
   float4* v4 = reinterpret_cast<float4*>(v);
   for (int i = threadIdx.x; i < N / 4; i += kThreads) {
     const float4 x = v4[i];
-    v4[i] = make_float4(Tf32High(x.x), Tf32High(x.y), Tf32High(x.z), Tf32High(x.w));
+    v4[i] = make_float4(Tf32ForSinglePass(x.x), Tf32ForSinglePass(x.y), Tf32ForSinglePass(x.z),
+                        Tf32ForSinglePass(x.w));
   }
 }
 
@@ -482,8 +484,8 @@ using YTiles = float[Tiles::kTilesM][Tiles::kTilesN][4];
 template <bool kSinglePass, typename Tiles>
 __device__ __forceinline__ void StoreWeightedKeys(const Tiles& w, const STiles<Tiles>& acc,
                                                   const float* g, const float* beta, float* s) {
-  // A single-pass product reads its operands as stored: S is stored rounded to TF32.
-  auto stored = [](float v) { return kSinglePass ? Tf32High(v) : v; };
+  // A single-pass product reads its operands as stored (LoadOperand).
+  auto stored = [](float v) { return kSinglePass ? Tf32ForSinglePass(v) : v; };
   constexpr int kTilesM = Tiles::kTilesM, kSTilesN = Tiles::kSTilesN;
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -710,12 +712,12 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     if (!__syncthreads_or(active)) break;  // also publishes P
     if (!single_pass) {
       single_pass = __syncthreads_and(!active || sqrtf(delta) <= single_pass_norm);
-      if (single_pass) {  // the operands in shared memory, rounded once (LoadOperand)
+      if (single_pass) {  // the operands in shared memory, prepared once (LoadOperand)
         static_assert(Lo::kMat + D * D == Lo::kKeysT && Lo::kKeysT + kL * D == Lo::kKeys,
                       "Hs_c and both copies of the keys are contiguous");
         RoundToTf32InPlace<D * D + 2 * kL * D>(mat);
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32High(p_s[p_at(c)]);
+        for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p_s[p_at(c)]);
         __syncthreads();
       }
     }
@@ -752,13 +754,15 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     } else {
       active = false;
     }
-    // P was last read by the products, which finished before the barriers above.
+    // P was last read by the products, which finished before the barriers above. The rows of
+    // the products are independent, so a token that stopped keeps its last (finite) p there:
+    // its rows are computed and not used.
     if (single_pass) {
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = active ? Tf32High(p[c]) : 0.0f;
+      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p[c]);
     } else {
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = active ? p[c] : 0.0f;
+      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = p[c];
     }
   }
 

@@ -25,6 +25,13 @@ struct FragmentB {
   uint32_t hi[2], lo[2];
 };
 
+// x with half a TF32 ulp added (low bits left as they are), for an operand of single-pass
+// products only: the tensor cores truncate it to x rounded to the nearest TF32 value, and one
+// integer add is all it costs (Tf32High also clears the low bits).
+__device__ __forceinline__ float Tf32ForSinglePass(float x) {
+  return __uint_as_float(__float_as_uint(x) + 0x1000u);
+}
+
 __device__ __forceinline__ void SplitInto(float x, uint32_t& hi, uint32_t& lo) {
   const float high = Tf32High(x);
   hi = __float_as_uint(high);
@@ -32,10 +39,10 @@ __device__ __forceinline__ void SplitInto(float x, uint32_t& hi, uint32_t& lo) {
 }
 
 // Loads for one pass (kSinglePass) take the operand's bits as they are, for operands stored
-// already rounded to TF32 (Tf32High: the tensor cores would truncate them otherwise), and leave lo
-// unset. (Rounding at every load was about 40% of the instructions of the prefill solve's main
-// product loop; truncating instead left 2 to 4 times as many bf16 outputs of the tolerance-0
-// prefill test off the rounded reference.)
+// through Tf32ForSinglePass (the tensor cores would truncate them otherwise), and leave lo unset.
+// (Rounding at every load was about 40% of the instructions of the prefill solve's main product
+// loop; truncating instead left 2 to 4 times as many bf16 outputs of the tolerance-0 prefill test
+// off the rounded reference.)
 template <bool kSinglePass>
 __device__ __forceinline__ void LoadOperand(float x, uint32_t& hi, uint32_t& lo) {
   if constexpr (kSinglePass) {
