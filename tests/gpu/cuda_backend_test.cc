@@ -682,6 +682,13 @@ TEST_F(CudaMechanicsTest, RejectsBadSteps) {
   odd.num_heads = 2;
   EXPECT_EQ(CudaBackend::Create(odd, RandomMesaNetWeights(odd, 1), {}).status().code(),
             absl::StatusCode::kUnimplemented);
+  for (const float residual : {-0.5f, 2.0f, std::nanf("")}) {
+    EXPECT_EQ(CudaBackend::Create(config_, weights_, {.prefill_single_pass_residual = residual})
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument)
+        << residual;
+  }
 }
 
 }  // namespace
