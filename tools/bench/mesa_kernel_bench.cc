@@ -1,7 +1,9 @@
 // Times the MesaNet token-mixer kernels alone (kernels/cuda), without the rest of a model step:
 // the decode kernel (one launch per layer for a batch of one-token sequences) and the chunked
 // prefill (its four launches), each with CG budgets of 0, 1 and N iterations at tolerance 0, so
-// the cost of one CG iteration is the slope. Random inputs with the shapes of a config's layer.
+// the cost of one CG iteration is the slope; the prefill twice, with 3xTF32 products and with
+// single-pass ones from the first iteration (MesaPrefillArgs::single_pass_residual). Random inputs
+// with the shapes of a config's layer.
 //
 //   mesa_kernel_bench [--heads 6] [--head-dim 128] [--conv 4] [--batches 1,16,64,256]
 //                     [--iterations 30] [--prefill-batch 8] [--prefill-tokens 2048] [--reps 20]
