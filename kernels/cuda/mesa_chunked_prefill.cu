@@ -385,7 +385,7 @@ __device__ __forceinline__ void CopyKeysAsync(float* keys, const float* src, int
 // Prepares the first N floats of shared memory at v (16-byte aligned) in place for single-pass
 // products (Tf32ForSinglePass); they are not read as floats after that.
 template <int N>
-__device__ __forceinline__ void RoundToTf32InPlace(float* v) {
+__device__ __forceinline__ void PrepareForSinglePass(float* v) {
   static_assert(N % (4 * kThreads) == 0, "whole float4s for every thread");
   float4* v4 = reinterpret_cast<float4*>(v);
   for (int i = threadIdx.x; i < N / 4; i += kThreads) {
@@ -476,11 +476,11 @@ using STiles = float[Tiles::kTilesM][Tiles::kSTilesN][4];
 template <typename Tiles>
 using YTiles = float[Tiles::kTilesM][Tiles::kTilesN][4];
 
-// S = acc * W stored in fragment order (rounded to TF32 for a single-pass product), acc = P K^T
-// in the warp's tiles of S. Elements e and
-// e + 2 of a tile are rows r and r + 8 of one column, adjacent in fragment order: one float2
-// store. The weights are computed without branches: exp of min(G_t - G_u, 0) (G falls along the
-// chunk, so only masked-out u > t would exceed 0) and a select.
+// S = acc * W stored in fragment order (prepared for single-pass products when those read it),
+// acc = P K^T in the warp's tiles of S. Elements e and e + 2 of a tile are rows r and r + 8 of one
+// column, adjacent in fragment order: one float2 store. The weights are computed without
+// branches: exp of min(G_t - G_u, 0) (G falls along the chunk, so only masked-out u > t would
+// exceed 0) and a select.
 template <bool kSinglePass, typename Tiles>
 __device__ __forceinline__ void StoreWeightedKeys(const Tiles& w, const STiles<Tiles>& acc,
                                                   const float* g, const float* beta, float* s) {
@@ -715,7 +715,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
       if (single_pass) {  // the operands in shared memory, prepared once (LoadOperand)
         static_assert(Lo::kMat + D * D == Lo::kKeysT && Lo::kKeysT + kL * D == Lo::kKeys,
                       "Hs_c and both copies of the keys are contiguous");
-        RoundToTf32InPlace<D * D + 2 * kL * D>(mat);
+        PrepareForSinglePass<D * D + 2 * kL * D>(mat);
 #pragma unroll
         for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p_s[p_at(c)]);
         __syncthreads();
