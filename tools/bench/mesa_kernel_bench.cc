@@ -202,7 +202,7 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
                      mem.Upload(std::vector<float>(b, 0.0f)),
                      mem.Upload(std::vector<int32_t>(b, budgets[i])),
                      mem.Upload(jacobi)};
-      Check(cudaMemset(counters, 0, b * a.num_heads * sizeof(SolveCounters)), "memset");
+      Check(cudaMemset(counters, 0, b * l.H * sizeof(SolveCounters)), "memset");
       times[i] = MedianMs(o.reps, [&] {
         a.layer = (a.layer + 1) % l.layers;
         LaunchMesaRecurrence(a, nullptr);
