@@ -34,7 +34,6 @@ static_assert(cuda::kMaxSampledTopLogprobs == kMaxTopLogprobs,
 // Decode steps are padded up to one of these batch sizes and replayed from a captured graph.
 constexpr int64_t kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 constexpr int64_t kMaxGraphBatch = 256;
-constexpr size_t kCublasWorkspaceBytes = 32 << 20;
 // GPU memory the state pool leaves free (at least; 5% of the GPU if that is more) for the step
 // buffers and prefill scratch allocated after it.
 constexpr int64_t kStepMemoryHeadroom = int64_t{1} << 30;

@@ -8,6 +8,7 @@
 // cleanly on a machine without a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -17,6 +18,9 @@
 #include "models/model_backend.h"
 
 namespace ridge {
+
+// The workspace the backend gives cuBLAS (tools/bench/gemm_bench gives it the same).
+inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 struct CudaBackendOptions {
   int device = 0;

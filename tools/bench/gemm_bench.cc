@@ -25,13 +25,12 @@
 #include "kernels/cuda/few_rows_gemm.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "models/checkpoint.h"
+#include "models/cuda/cuda_backend.h"
 #include "models/mesanet_config.h"
 #include "server/cli_args.h"
 
 namespace ridge::cuda {
 namespace {
-
-constexpr size_t kWorkspaceBytes = 32 << 20;  // as the backend gives cuBLAS
 
 struct Options {
   int64_t hidden = 768, inter = 2048, proj = 2316, vocab = 50257;
@@ -145,8 +144,8 @@ void Run(const Options& o) {
   CheckBlas(cublasCreate(&blas), "cublasCreate");
   CheckBlas(cublasSetStream(blas, stream), "cublasSetStream");
   void* blas_workspace = nullptr;
-  Check(cudaMalloc(&blas_workspace, kWorkspaceBytes), "cudaMalloc");
-  CheckBlas(cublasSetWorkspace(blas, blas_workspace, kWorkspaceBytes), "cublasSetWorkspace");
+  Check(cudaMalloc(&blas_workspace, kCublasWorkspaceBytes), "cudaMalloc");
+  CheckBlas(cublasSetWorkspace(blas, blas_workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
   cublasLtHandle_t lt;
   CheckBlas(cublasLtCreate(&lt), "cublasLtCreate");
   std::mt19937 rng(1);
@@ -186,7 +185,7 @@ void Run(const Options& o) {
         if (padded == p.n) break;
       }
       TimeLtAlgorithms(lt, stream, o.layers, o.reps, padded, p.k, rows, p.accumulate, w, x, y,
-                       blas_workspace, kWorkspaceBytes);
+                       blas_workspace, kCublasWorkspaceBytes);
       if (FewRowsGemmSupports(rows, padded, p.k)) {
         const double us = TimeGraph(stream, o.layers, o.reps, [&](int l) {
           const FewRowsGemmArgs args{x,
