@@ -717,7 +717,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
                       "Hs_c and both copies of the keys are contiguous");
         PrepareForSinglePass<D * D + 2 * kL * D>(mat);
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p_s[p_at(c)]);
+        for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p[c]);  // P holds p
         __syncthreads();
       }
     }
