@@ -201,29 +201,30 @@ __global__ void __launch_bounds__(kThreads) StartingStatesKernel(MesaPrefillArgs
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Chunk-start states: per (sequence, head, matrix, block of 32 rows). Thread t owns
-// kRowsPerThread consecutive rows of the block, kRowsPerThread * (t / kGroups4) on, and the
-// float4 column group t % kGroups4: per token it reads one float4 of x_t (a warp reads whole
-// rows of it) and its rows' k values (the same ones across the warp: broadcast). Tokens are
-// applied in groups of kTokenGroup: m <- Gamma m + sum_t w_t k_t x_t^T, Gamma the group's decay
-// and w_t = beta_t times the decay of the group's tokens after t (folded into the chunk's k
-// values once), so that an element costs one multiply per group and one fused multiply-add per
-// token instead of two operations per token.
-// (The previous layout, a row and 4 column groups per thread with two operations per token,
-// kept shared memory 88% busy and took 0.60 of a 0-iteration 140M prefill layer's 1.51 ms at
-// 8 x 2048 on an H200.) A chunk's x and k rows arrive by cp.async, all in flight at once.
+// 4. Chunk-start states: per (sequence, head, matrix, block of 32 rows), on the tensor cores
+// (3xTF32, about fp32 accuracy). Across a chunk of n tokens
+//   m <- exp(G_n) m + sum_t beta_t exp(G_n - G_t) k_t x_t^T,
+// G_t the log decays summed through token t and x_t = k_t (Hs) or v_t (Gs): the block's 32 rows
+// of m gain (W K)^T X, W the tokens' weights, K the chunk's k values at the block's rows (64 x 32)
+// and X its x rows (64 x D). Warp w keeps m's 16 x 8 tiles (w % 2, kTilesN (w / 2) + j) in mma
+// accumulators for the whole sequence. A chunk's rows arrive by cp.async into row-major tiles
+// whose padded strides put the 32 lanes of every fragment load in 32 banks.
+// (The fp32 FMA version before it, a thread owning 4 rows of a float4 column group, took 297 us
+// of a 140M prefill layer at 8 x 2048 on an H200, 16 FMAs and two shared loads a token and
+// thread; this one made the 0-iteration layer 0.88 -> 0.83 ms. What is left is mostly the chain
+// of 32 chunks, each waiting for its rows.)
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs a) {
-  constexpr int kBlockRows = 32, kGroups4 = D / 4, kRowSets = kThreads / kGroups4;
-  constexpr int kRowsPerThread = kBlockRows / kRowSets;
-  constexpr int kTokenGroup = 8, kGroups = kL / kTokenGroup;
-  static_assert(
-      kRowsPerThread * kRowSets == kBlockRows && kRowsPerThread <= 4 && kL % kTokenGroup == 0,
-      "a thread's rows must lie in one 4-row block");
-  __shared__ __align__(16) float k_rows[kL][kBlockRows];  // k_t[i] for this block's rows
-  __shared__ __align__(16) float x_cols[kL][D];           // k_t (Hs) or v_t (Gs), all columns
-  __shared__ float log_decay[kL], weight[kL], group_decay[kGroups];
+  constexpr int kBlockRows = 32;
+  constexpr int kKStride = kBlockRows + 8, kXStride = D + 8;  // floats: 8 (mod 32) apart
+  constexpr int kTilesN = D / 8 / (kWarps / 2);               // n tiles a warp
+  static_assert(kWarps % 2 == 0 && kBlockRows == 2 * 16 && kTilesN * 8 * (kWarps / 2) == D,
+                "two m tiles of 16 rows, the n tiles split over half the warps");
+  __shared__ __align__(16) float k_rows[kL * kKStride];  // k_t at the block's rows
+  __shared__ __align__(16) float x_rows[kL * kXStride];  // x_t, all columns
+  __shared__ float weight[kL];
+  __shared__ float chunk_decay;
   int idx = blockIdx.x;
   const int row_block = idx % (D / kBlockRows);
   idx /= D / kBlockRows;
@@ -231,92 +232,112 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   idx /= 2;
   const int head = idx % a.num_heads, j = idx / a.num_heads;
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
-  const int local_row = kRowsPerThread * (tid / kGroups4), group4 = tid % kGroups4;
-  const int row0 = row_block * kBlockRows + local_row;  // this thread's first row
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int m_tile = warp % 2, n_tile0 = (warp / 2) * kTilesN;
   const int begin = a.table.row_begin[j], count = a.table.row_count[j];
   if (count == 0) return;
-  // The starting state, unpacked by StartingStatesKernel into the first chunk's entry.
-  const float* start_state =
-      a.chunk_states +
-      ((static_cast<int64_t>(a.table.chunk_begin[j]) * H + head) * 2 + matrix) * D * D;
-  float4 m[kRowsPerThread];
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    m[i] = *reinterpret_cast<const float4*>(start_state + (row0 + i) * D + 4 * group4);
-  }
-  // The final state goes to the slot: Gs whole, Hs packed to its upper 4x4 blocks
-  // (kernels/mesa_slot_layout.h), so column groups left of the rows' diagonal block are not
-  // stored (their mirror is, by the block owning those rows).
-  float* state = LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
-  const bool stored = matrix == 1 || group4 >= row0 / 4;
-  auto offset = [&](int i) {
-    return matrix == 0 ? PackedHsOffset(D, row0 + i, group4) : (row0 + i) * D + 4 * group4;
+  // This thread's accumulator elements: rows row_lo and row_lo + 8, columns col(jt), col(jt) + 1.
+  const int row_lo = row_block * kBlockRows + 16 * m_tile + g, row_hi = row_lo + 8;
+  auto col = [&](int jt) { return 8 * (n_tile0 + jt) + 2 * t4; };
+  auto matrix_of = [&](int chunk) {
+    return a.chunk_states + ((static_cast<int64_t>(chunk) * H + head) * 2 + matrix) * D * D;
   };
+  // The starting state, unpacked by StartingStatesKernel into the first chunk's entry.
+  float acc[kTilesN][4];
+  {
+    const float* start_state = matrix_of(a.table.chunk_begin[j]);
+#pragma unroll
+    for (int jt = 0; jt < kTilesN; ++jt) {
+      const float2 lo = *reinterpret_cast<const float2*>(start_state + row_lo * D + col(jt));
+      const float2 hi = *reinterpret_cast<const float2*>(start_state + row_hi * D + col(jt));
+      acc[jt][0] = lo.x, acc[jt][1] = lo.y, acc[jt][2] = hi.x, acc[jt][3] = hi.y;
+    }
+  }
   const float* x_src = matrix == 0 ? a.k_norm : a.proj;
   const int x_stride = matrix == 0 ? K : a.proj_stride;
   const int x_offset = matrix == 0 ? head * D : 2 * K + head * D;
   for (int start = 0, chunk = a.table.chunk_begin[j]; start < count; start += kL, ++chunk) {
-    float* out = a.chunk_states + ((static_cast<int64_t>(chunk) * H + head) * 2 + matrix) * D * D;
+    float* out = matrix_of(chunk);
 #pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      *reinterpret_cast<float4*>(out + (row0 + i) * D + 4 * group4) = m[i];
+    for (int jt = 0; jt < kTilesN; ++jt) {
+      *reinterpret_cast<float2*>(out + row_lo * D + col(jt)) = make_float2(acc[jt][0], acc[jt][1]);
+      *reinterpret_cast<float2*>(out + row_hi * D + col(jt)) = make_float2(acc[jt][2], acc[jt][3]);
     }
     const int n = min(kL, count - start);
     const int64_t first = begin + start;
-    __syncthreads();  // the previous chunk's shared rows are consumed
-    CopyRowsAsync<D>(&x_cols[0][0], D, x_src + first * x_stride + x_offset, x_stride, n);
-    CopyRowsAsync<kBlockRows>(&k_rows[0][0], kBlockRows,
+    __syncthreads();  // the previous chunk's tiles are consumed
+    CopyRowsAsync<D>(x_rows, kXStride, x_src + first * x_stride + x_offset, x_stride, n);
+    CopyRowsAsync<kBlockRows>(k_rows, kKStride,
                               a.k_norm + first * K + head * D + row_block * kBlockRows, K, n);
     __pipeline_commit();
-    if (tid < kL) log_decay[tid] = tid < n ? a.log_gamma[(first + tid) * H + head] : 0.0f;
-    __syncthreads();
-    if (tid < n) {  // token tid's weight: beta times the decay of its group's later tokens
-      const int group_end = min(n, (tid / kTokenGroup + 1) * kTokenGroup);
-      float later = 0.0f;
-      for (int s = tid + 1; s < group_end; ++s) later += log_decay[s];
-      weight[tid] = a.beta[(first + tid) * H + head] * __expf(later);
-      if (tid % kTokenGroup == 0) group_decay[tid / kTokenGroup] = __expf(later + log_decay[tid]);
+    for (int i = n * kXStride + tid; i < kL * kXStride; i += kThreads) x_rows[i] = 0.0f;
+    for (int i = n * kKStride + tid; i < kL * kKStride; i += kThreads) k_rows[i] = 0.0f;
+    if (warp == 0) {
+      // Token t's decay to the chunk's end, exp(G_n - G_t), from the sum of the later tokens' log
+      // decays (a suffix scan, lane l holding tokens l and l + 32), not from the difference of
+      // two prefix sums: the weights that matter, the late tokens', are then sums of few terms.
+      const float d_lo = lane < n ? a.log_gamma[(first + lane) * H + head] : 0.0f;
+      const float d_hi = lane + 32 < n ? a.log_gamma[(first + lane + 32) * H + head] : 0.0f;
+      float s_lo = d_lo, s_hi = d_hi;  // sums over lanes >= this one
+#pragma unroll
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const float down_lo = __shfl_down_sync(0xffffffffu, s_lo, offset);
+        const float down_hi = __shfl_down_sync(0xffffffffu, s_hi, offset);
+        if (lane + offset < 32) s_lo += down_lo, s_hi += down_hi;
+      }
+      const float hi_total = __shfl_sync(0xffffffffu, s_hi, 0);
+      s_lo += hi_total;
+      float later_lo = __shfl_down_sync(0xffffffffu, s_lo, 1);  // the tokens after this one
+      float later_hi = __shfl_down_sync(0xffffffffu, s_hi, 1);
+      if (lane == 31) later_lo = hi_total, later_hi = 0.0f;
+      weight[lane] = lane < n ? a.beta[(first + lane) * H + head] * expf(later_lo) : 0.0f;
+      weight[lane + 32] =
+          lane + 32 < n ? a.beta[(first + lane + 32) * H + head] * expf(later_hi) : 0.0f;
+      if (lane == 0) chunk_decay = expf(s_lo);
     }
     __pipeline_wait_prior(0);
     __syncthreads();
-    // Each token's weight goes into its k values once: the loop below then reads them with one
-    // load a token, next to the one of x.
-    for (int i = tid; i < n * kBlockRows; i += kThreads) {
-      k_rows[i / kBlockRows][i % kBlockRows] *= weight[i / kBlockRows];
+    const float decay = chunk_decay;
+#pragma unroll
+    for (int jt = 0; jt < kTilesN; ++jt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[jt][e] *= decay;
     }
-    __syncthreads();
-    for (int g0 = 0; g0 < n; g0 += kTokenGroup) {
-      const float gamma = group_decay[g0 / kTokenGroup];
+#pragma unroll 2
+    for (int k0 = 0; k0 < kL; k0 += 8) {
+      // A = (W K)^T: element (row r, token k) is weight[k] k_rows[k][r].
+      const float* k_lo = k_rows + (k0 + t4) * kKStride + 16 * m_tile + g;
+      const float* k_hi = k_lo + 4 * kKStride;
+      const float w_lo = weight[k0 + t4], w_hi = weight[k0 + t4 + 4];
+      FragmentA fa;
+      SplitInto(w_lo * k_lo[0], fa.hi[0], fa.lo[0]);
+      SplitInto(w_lo * k_lo[8], fa.hi[1], fa.lo[1]);
+      SplitInto(w_hi * k_hi[0], fa.hi[2], fa.lo[2]);
+      SplitInto(w_hi * k_hi[8], fa.hi[3], fa.lo[3]);
+      const float* x_lo = x_rows + (k0 + t4) * kXStride + 8 * n_tile0 + g;
 #pragma unroll
-      for (int i = 0; i < kRowsPerThread; ++i) {
-        m[i].x *= gamma, m[i].y *= gamma, m[i].z *= gamma, m[i].w *= gamma;
-      }
-#pragma unroll
-      for (int u = 0; u < kTokenGroup; ++u) {
-        const int t = g0 + u;
-        if (t >= n) break;
-        const float4 x = reinterpret_cast<const float4*>(x_cols[t])[group4];
-        float wk[kRowsPerThread];
-        if constexpr (kRowsPerThread == 4) {
-          const float4 v = reinterpret_cast<const float4*>(&k_rows[t][local_row])[0];
-          wk[0] = v.x, wk[1] = v.y, wk[2] = v.z, wk[3] = v.w;
-        } else {
-#pragma unroll
-          for (int i = 0; i < kRowsPerThread; ++i) wk[i] = k_rows[t][local_row + i];
-        }
-#pragma unroll
-        for (int i = 0; i < kRowsPerThread; ++i) {
-          m[i].x += wk[i] * x.x, m[i].y += wk[i] * x.y, m[i].z += wk[i] * x.z,
-              m[i].w += wk[i] * x.w;
-        }
+      for (int jt = 0; jt < kTilesN; ++jt) {
+        FragmentB fb;
+        SplitInto(x_lo[8 * jt], fb.hi[0], fb.lo[0]);
+        SplitInto(x_lo[8 * jt + 4 * kXStride], fb.hi[1], fb.lo[1]);
+        MmaTf32x3(acc[jt], fa, fb);
       }
     }
   }
-  if (stored) {
+  // The final state goes to the slot: Gs whole, Hs packed to its upper 4x4 blocks
+  // (kernels/mesa_slot_layout.h), so column groups left of a row's diagonal block are not stored
+  // (their mirror is, by the thread owning those rows). A pair of columns 2 t4, 2 t4 + 1 lies in
+  // one group of 4.
+  float* state = LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
+  auto store = [&](int row, int c, float v0, float v1) {
+    if (matrix == 0 && c / 4 < row / 4) return;
+    const int at = matrix == 0 ? PackedHsOffset(D, row, c / 4) + c % 4 : row * D + c;
+    *reinterpret_cast<float2*>(state + at) = make_float2(v0, v1);
+  };
 #pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      *reinterpret_cast<float4*>(state + offset(i)) = m[i];
-    }
+  for (int jt = 0; jt < kTilesN; ++jt) {
+    store(row_lo, col(jt), acc[jt][0], acc[jt][1]);
+    store(row_hi, col(jt), acc[jt][2], acc[jt][3]);
   }
 }
 
