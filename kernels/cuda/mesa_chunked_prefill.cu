@@ -343,8 +343,9 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
 
 // ---------------------------------------------------------------------------------------------
 // 5. Solve and readout: per (chunk, head, slice of its tokens). Every product of the solve runs on
-// the tensor cores as 3xTF32 (tf32x3_mma.h, about fp32 accuracy) from operands kept in shared
-// memory in fragment order. One CG product A p_t for all tokens of the chunk is
+// the tensor cores as 3xTF32 (tf32x3_mma.h, about fp32 accuracy; the late iterations of a
+// tolerance-0 solve in one f16 pass) from operands kept in shared memory in fragment order. One
+// CG product A p_t for all tokens of the chunk is
 //   y_t = exp(G_t) Hs_c p_t + sum_{s<=t} beta_s exp(G_t - G_s) k_s (k_s . p_t) + lambda p_t,
 // taken as S = P K^T scaled by the intra-chunk weights W[t][s] in registers and stored, and
 // Y = decay * (P Hs_c) kept in registers (with whole chunks both in one pass over P, each of its
@@ -403,17 +404,41 @@ __device__ __forceinline__ void CopyKeysAsync(float* keys, const float* src, int
   CopyPermutedAsync<kL, D>(keys, src, stride, n, [](int s, int c) { return BPermOffset(s, c, D); });
 }
 
-// Prepares the first N floats of shared memory at v (16-byte aligned) in place for single-pass
-// products (Tf32ForSinglePass); they are not read as floats after that.
-template <int N>
-__device__ __forceinline__ void PrepareForSinglePass(float* v) {
-  static_assert(N % (4 * kThreads) == 0, "whole float4s for every thread");
-  float4* v4 = reinterpret_cast<float4*>(v);
-  for (int i = threadIdx.x; i < N / 4; i += kThreads) {
-    const float4 x = v4[i];
-    v4[i] = make_float4(Tf32ForSinglePass(x.x), Tf32ForSinglePass(x.y), Tf32ForSinglePass(x.z),
-                        Tf32ForSinglePass(x.w));
+// Writes a [KRows, Cols] B operand in f16 fragment order (BHalfOffset) to dst, a word (elements
+// (k, n) and (k + 1, n)) at a time, taking element (k, n) from element(k, n).
+template <int KRows, int Cols, typename Element>
+__device__ __forceinline__ void StoreHalfOperandB(uint32_t* dst, Element element) {
+  static_assert(KRows % 16 == 0 && Cols % 8 == 0, "whole 16 x 8 tiles");
+#pragma unroll 1  // once a solve, where registers are short
+  for (int word = threadIdx.x; word < KRows * Cols / 2; word += kThreads) {
+    const int tile = word >> 6, lane = (word >> 1) & 31, reg = word & 1;
+    const int k = 16 * (tile / (Cols / 8)) + 2 * (lane & 3) + 8 * reg;
+    const int n = 8 * (tile % (Cols / 8)) + (lane >> 2);
+    dst[word] = PackHalves(element(k, n), element(k + 1, n));
   }
+}
+
+// The largest |element| of the first N floats of shared memory at v (16-byte aligned), for every
+// thread of the block; `scratch` holds kWarps floats, free until the block's next barrier.
+template <int N>
+__device__ __forceinline__ float BlockMaxAbs(const float* v, float* scratch) {
+  static_assert(N % (4 * kThreads) == 0, "whole float4s for every thread");
+  float m = 0.0f;
+#pragma unroll 1
+  for (int i = threadIdx.x; i < N / 4; i += kThreads) {
+    const float4 x = reinterpret_cast<const float4*>(v)[i];
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  }
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) m = fmaxf(m, scratch[i]);
+  return m;
 }
 
 // The warps split the block's rows in kRowGroups and the columns in kColGroups: a warp owns
@@ -448,15 +473,16 @@ struct SolveWarpTiles {
 constexpr int kMinChains = 4;
 
 // acc[i][j] += A's row of tiles m0 + i times B's column of tiles n0 + j, both in fragment order,
-// over the first kSteps k-steps of 8 (A has kATiles tiles a row of tiles, B b_tiles_per_row).
-// kSinglePass: one TF32 pass instead of 3xTF32 (MmaTf32Pass), as in all the products below.
-template <bool kSinglePass, int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps>
+// over the first kSteps k-steps of kMmaK<kHalf> (A has kATiles tiles a row of tiles, B
+// b_tiles_per_row). kHalf: one f16 pass instead of 3xTF32 (MmaPass), as in all the products
+// below.
+template <bool kHalf, int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps>
 __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const float* b,
                                                 int b_tiles_per_row, int n0,
                                                 float (&acc)[kTilesM][kTilesN][4]) {
   constexpr int kTiles = kTilesM * kTilesN;
-  constexpr int kChains = kTiles >= kMinChains ? 1 : kMinChains / kTiles;
-  static_assert(kSteps % kChains == 0, "k-steps must split evenly over the chains");
+  constexpr int kWanted = kTiles >= kMinChains ? 1 : kMinChains / kTiles;  // 1, 2 or 4
+  constexpr int kChains = kSteps % kWanted == 0 ? kWanted : kSteps % 2 == 0 ? 2 : 1;
   float more[kChains > 1 ? kChains - 1 : 1][kTilesM][kTilesN][4] = {};  // chains 1, 2, ...
 #pragma unroll kUnroll
   for (int k0 = 0; k0 < kSteps; k0 += kChains) {
@@ -465,14 +491,13 @@ __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const fl
       const int k = k0 + c;
       FragmentA fa[kTilesM];
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i)
-        fa[i] = LoadFragmentA<kSinglePass>(a, (m0 + i) * kATiles + k);
+      for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA<kHalf>(a, (m0 + i) * kATiles + k);
 #pragma unroll
       for (int j = 0; j < kTilesN; ++j) {
-        const FragmentB fb = LoadFragmentB<kSinglePass>(b, k * b_tiles_per_row + n0 + j);
+        const FragmentB fb = LoadFragmentB<kHalf>(b, k * b_tiles_per_row + n0 + j);
 #pragma unroll
         for (int i = 0; i < kTilesM; ++i) {
-          MmaTf32Pass<kSinglePass>(c == 0 ? acc[i][j] : more[c > 0 ? c - 1 : 0][i][j], fa[i], fb);
+          MmaPass<kHalf>(c == 0 ? acc[i][j] : more[c > 0 ? c - 1 : 0][i][j], fa[i], fb);
         }
       }
     }
@@ -497,16 +522,14 @@ using STiles = float[Tiles::kTilesM][Tiles::kSTilesN][4];
 template <typename Tiles>
 using YTiles = float[Tiles::kTilesM][Tiles::kTilesN][4];
 
-// S = acc * W stored in fragment order (prepared for single-pass products when those read it),
-// acc = P K^T in the warp's tiles of S. Elements e and e + 2 of a tile are rows r and r + 8 of one
-// column, adjacent in fragment order: one float2 store. The weights are computed without
-// branches: exp of min(G_t - G_u, 0) (G falls along the chunk, so only masked-out u > t would
-// exceed 0) and a select.
-template <bool kSinglePass, typename Tiles>
+// S = acc * W stored in fragment order (f16's when kHalf), acc = P K^T in the warp's tiles of S.
+// In fp32, elements e and e + 2 of a tile are rows r and r + 8 of one column, adjacent in fragment
+// order: one float2 store; in f16 a tile's four elements are one 8-byte store. The weights are
+// computed without branches: exp of min(G_t - G_u, 0) (G falls along the chunk, so only
+// masked-out u > t would exceed 0) and a select.
+template <bool kHalf, typename Tiles>
 __device__ __forceinline__ void StoreWeightedKeys(const Tiles& w, const STiles<Tiles>& acc,
                                                   const float* g, const float* beta, float* s) {
-  // A single-pass product reads its operands as stored (LoadOperand).
-  auto stored = [](float v) { return kSinglePass ? Tf32ForSinglePass(v) : v; };
   constexpr int kTilesM = Tiles::kTilesM, kSTilesN = Tiles::kSTilesN;
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -515,28 +538,39 @@ __device__ __forceinline__ void StoreWeightedKeys(const Tiles& w, const STiles<T
     const float g_upper = g[t], g_lower = g[t + 8];
 #pragma unroll
     for (int j = 0; j < kSTilesN; ++j) {
+      float weighted[4];  // acc's order: (r, u), (r, u + 1), (r + 8, u), (r + 8, u + 1)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int u = 8 * (w.s_n0 + j) + 2 * q + e;
         const float b = beta[u], gu = g[u];
         const float upper = u <= t ? b * __expf(fminf(g_upper - gu, 0.0f)) : 0.0f;
         const float lower = u <= t + 8 ? b * __expf(fminf(g_lower - gu, 0.0f)) : 0.0f;
-        *reinterpret_cast<float2*>(s + APermOffset(local, u, kL)) =
-            make_float2(stored(acc[i][j][e] * upper), stored(acc[i][j][e + 2] * lower));
+        weighted[e] = acc[i][j][e] * upper;
+        weighted[e + 2] = acc[i][j][e + 2] * lower;
+        if constexpr (!kHalf) {
+          *reinterpret_cast<float2*>(s + APermOffset(local, u, kL)) =
+              make_float2(weighted[e], weighted[e + 2]);
+        }
+      }
+      if constexpr (kHalf) {  // (r, u..u+1) and (r + 8, u..u+1) are consecutive words
+        const int u = 8 * (w.s_n0 + j) + 2 * q;
+        *reinterpret_cast<uint2*>(s + AHalfOffset(local, u, kL) / 2) =
+            make_uint2(PackHalves(weighted[0], weighted[1]), PackHalves(weighted[2], weighted[3]));
       }
     }
   }
 }
 
-// acc *= decay_t in the warp's tiles of Y.
+// acc *= decay_t * factor in the warp's tiles of Y.
 template <typename Tiles>
-__device__ __forceinline__ void ScaleByDecay(const Tiles& w, const float* g, YTiles<Tiles>& acc) {
+__device__ __forceinline__ void ScaleByDecay(const Tiles& w, const float* g, float factor,
+                                             YTiles<Tiles>& acc) {
   constexpr int kTilesM = Tiles::kTilesM, kTilesN = Tiles::kTilesN;
   const int gr = (threadIdx.x & 31) >> 2;
 #pragma unroll
   for (int i = 0; i < kTilesM; ++i) {
-    const float upper = __expf(g[w.row0 + 16 * (w.m0 + i) + gr]),
-                lower = __expf(g[w.row0 + 16 * (w.m0 + i) + gr + 8]);
+    const float upper = factor * __expf(g[w.row0 + 16 * (w.m0 + i) + gr]),
+                lower = factor * __expf(g[w.row0 + 16 * (w.m0 + i) + gr + 8]);
 #pragma unroll
     for (int j = 0; j < kTilesN; ++j) {
       acc[i][j][0] *= upper, acc[i][j][1] *= upper, acc[i][j][2] *= lower, acc[i][j][3] *= lower;
@@ -548,16 +582,16 @@ __device__ __forceinline__ void ScaleByDecay(const Tiles& w, const float* g, YTi
 // lower triangular (W[t][s] = 0 for s > t), so with whole chunks the first half of the rows
 // needs only the first half of the keys: those warps skip the other k-steps, and since each
 // tensor core hosts one warp of each half, every one does a quarter less of this product.
-template <bool kSinglePass, typename Tiles, int LdY>
+template <bool kHalf, typename Tiles, int LdY>
 __device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s, const float* v,
                                                   YTiles<Tiles>& acc, float* y) {
   constexpr int kTilesM = Tiles::kTilesM, kTilesN = Tiles::kTilesN;
+  constexpr int kSteps = kL / kMmaK<kHalf>;
   if (Tiles::kRowTiles == kL / 16 && Tiles::kRowGroups == 2 && w.m0 == 0) {
-    AccumulateTiles<kSinglePass, kTilesM, kTilesN, kL / 16, 2, kL / 8>(s, w.m0, v, Tiles::kDTiles,
-                                                                       w.n0, acc);
+    AccumulateTiles<kHalf, kTilesM, kTilesN, kSteps / 2, 2, kSteps>(s, w.m0, v, Tiles::kDTiles,
+                                                                    w.n0, acc);
   } else {
-    AccumulateTiles<kSinglePass, kTilesM, kTilesN, kL / 8, 2>(s, w.m0, v, Tiles::kDTiles, w.n0,
-                                                              acc);
+    AccumulateTiles<kHalf, kTilesM, kTilesN, kSteps, 2>(s, w.m0, v, Tiles::kDTiles, w.n0, acc);
   }
   const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -573,56 +607,59 @@ __device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s
 
 // s_acc = X K^T and y_acc = X M over D in one pass, each A fragment of X loaded and split once
 // for both.
-template <bool kSinglePass, typename Tiles>
+template <bool kHalf, typename Tiles>
 __device__ __forceinline__ void BothProductsOfX(const Tiles& w, const float* x, const float* keys_t,
                                                 const float* m, STiles<Tiles>& s_acc,
                                                 YTiles<Tiles>& y_acc) {
   constexpr int kTilesM = Tiles::kTilesM, kDTiles = Tiles::kDTiles;
+  constexpr int kSteps = 8 * kDTiles / kMmaK<kHalf>;  // k-steps along a head vector
 #pragma unroll 2
-  for (int k = 0; k < kDTiles; ++k) {
+  for (int k = 0; k < kSteps; ++k) {
     FragmentA fa[kTilesM];
 #pragma unroll
-    for (int i = 0; i < kTilesM; ++i)
-      fa[i] = LoadFragmentA<kSinglePass>(x, (w.m0 + i) * kDTiles + k);
+    for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA<kHalf>(x, (w.m0 + i) * kSteps + k);
 #pragma unroll
     for (int j = 0; j < Tiles::kSTilesN; ++j) {
-      const FragmentB fb = LoadFragmentB<kSinglePass>(keys_t, k * (kL / 8) + w.s_n0 + j);
+      const FragmentB fb = LoadFragmentB<kHalf>(keys_t, k * (kL / 8) + w.s_n0 + j);
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) MmaTf32Pass<kSinglePass>(s_acc[i][j], fa[i], fb);
+      for (int i = 0; i < kTilesM; ++i) MmaPass<kHalf>(s_acc[i][j], fa[i], fb);
     }
 #pragma unroll
     for (int j = 0; j < Tiles::kTilesN; ++j) {
-      const FragmentB fb = LoadFragmentB<kSinglePass>(m, k * kDTiles + w.n0 + j);
+      const FragmentB fb = LoadFragmentB<kHalf>(m, k * kDTiles + w.n0 + j);
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) MmaTf32Pass<kSinglePass>(y_acc[i][j], fa[i], fb);
+      for (int i = 0; i < kTilesM; ++i) MmaPass<kHalf>(y_acc[i][j], fa[i], fb);
     }
   }
 }
 
 // Y = A X for the block's tokens (X in fragment order in x): three products and two barriers;
-// on return Y is published. The caller has published X, and the matrices.
-template <int LdY, bool kSinglePass, typename Tiles>
+// on return Y is published. The caller has published X, and the matrices. m_factor undoes a
+// scale of m (f16 products: Hs_c scaled into f16's range).
+template <int LdY, bool kHalf, typename Tiles>
 __device__ __forceinline__ void ChunkProduct(const Tiles& w, const float* x, const float* m,
-                                             const float* keys_t, const float* keys, const float* g,
-                                             const float* beta, float* s, float* y) {
+                                             float m_factor, const float* keys_t, const float* keys,
+                                             const float* g, const float* beta, float* s,
+                                             float* y) {
+  constexpr int kDSteps = 8 * Tiles::kDTiles / kMmaK<kHalf>;  // k-steps along a head vector
   YTiles<Tiles> acc = {};
   if constexpr (Tiles::kTilesM * Tiles::kSTilesN >= kMinChains) {
     STiles<Tiles> s_acc = {};
-    BothProductsOfX<kSinglePass>(w, x, keys_t, m, s_acc, acc);
-    StoreWeightedKeys<kSinglePass>(w, s_acc, g, beta, s);
+    BothProductsOfX<kHalf>(w, x, keys_t, m, s_acc, acc);
+    StoreWeightedKeys<kHalf>(w, s_acc, g, beta, s);
   } else {  // few tiles a warp: each product in turn, in its own accumulator chains
     {
       STiles<Tiles> s_acc = {};
-      AccumulateTiles<kSinglePass, Tiles::kTilesM, Tiles::kSTilesN, Tiles::kDTiles, 4>(
-          x, w.m0, keys_t, kL / 8, w.s_n0, s_acc);
-      StoreWeightedKeys<kSinglePass>(w, s_acc, g, beta, s);
+      AccumulateTiles<kHalf, Tiles::kTilesM, Tiles::kSTilesN, kDSteps, 4>(x, w.m0, keys_t, kL / 8,
+                                                                          w.s_n0, s_acc);
+      StoreWeightedKeys<kHalf>(w, s_acc, g, beta, s);
     }
-    AccumulateTiles<kSinglePass, Tiles::kTilesM, Tiles::kTilesN, Tiles::kDTiles, 2>(
-        x, w.m0, m, Tiles::kDTiles, w.n0, acc);
+    AccumulateTiles<kHalf, Tiles::kTilesM, Tiles::kTilesN, kDSteps, 2>(x, w.m0, m, Tiles::kDTiles,
+                                                                       w.n0, acc);
   }
-  ScaleByDecay(w, g, acc);
+  ScaleByDecay(w, g, m_factor, acc);
   __syncthreads();  // S published
-  IntraChunkProduct<kSinglePass, Tiles, LdY>(w, s, keys, acc, y);
+  IntraChunkProduct<kHalf, Tiles, LdY>(w, s, keys, acc, y);
   __syncthreads();  // Y published
 }
 
@@ -634,7 +671,11 @@ __device__ __forceinline__ float RowSum(float v) {
   return v;
 }
 
-template <int D, int Rows>
+// kHalfPhase: the kernel for steps with tolerance-0 prompts, able to switch to f16 products (see
+// below). A step without them takes the kernel without that phase: with it ptxas takes all 255
+// registers, and the 3xTF32 iteration took 119.6 us a 140M layer at 8 x 2048 on an H200, against
+// 110.6 without.
+template <int D, int Rows, bool kHalfPhase>
 __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   using Lo = SolveLayout<D, Rows>;
   constexpr int kLanes = kThreads / Rows;  // threads of a token
@@ -721,36 +762,29 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     p_s[p_at(c)] = p[c];
   }
   // A tolerance-0 solve runs its whole budget, and once every token of the block is within
-  // a.single_pass_residual of its start the rest of its products take one TF32 pass: an error
-  // in a product late in CG perturbs x by about that error times the step, which by then is
-  // small (the inexact-Krylov argument), so x stays about as accurate as with 3xTF32 throughout.
-  // A solve with a tolerance never switches: its stopping test reads the recurrence residual,
-  // which would fall below the true one.
-  const float single_pass_norm = tolerance == 0.0f ? a.single_pass_residual * initial_norm : -1.0f;
-  bool single_pass = false;
-  __pipeline_wait_prior(0);  // Hs_c and the keys: published by the loop's first barrier
-  for (int it = 0; it < max_iterations; ++it) {
-    if (!__syncthreads_or(active)) break;  // also publishes P
-    if (!single_pass) {
-      single_pass = __syncthreads_and(!active || sqrtf(delta) <= single_pass_norm);
-      if (single_pass) {  // the operands in shared memory, prepared once (LoadOperand)
-        static_assert(Lo::kMat + D * D == Lo::kKeysT && Lo::kKeysT + kL * D == Lo::kKeys,
-                      "Hs_c and both copies of the keys are contiguous");
-        PrepareForSinglePass<D * D + 2 * kL * D>(mat);
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p[c]);  // P holds p
-        __syncthreads();
-      }
-    }
-    if (single_pass) {
-      ChunkProduct<Lo::kLdY, true>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
-    } else {
-      ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
-    }
+  // a.single_pass_residual of its start the rest of its products take one f16 pass: an error in
+  // a product late in CG perturbs x by about that error times the step, which by then is small
+  // (the inexact-Krylov argument), so x stays about as accurate as with 3xTF32 throughout. A
+  // solve with a tolerance never switches: its stopping test reads the recurrence residual, which
+  // would fall below the true one.
+  //
+  // f16 has TF32's 11 significand bits but a range of 2^-24 to 65504, so the operands are scaled
+  // by powers of two: Hs_c once so that its largest entry is in [1, 2), undone with the decay
+  // (m_factor), and each token's p at every store so that its largest element is, undone when Y
+  // is read (p_unscale); the keys are unit vectors. The f16 operands replace the fp32 ones in
+  // place, both copies of the keys in K^T's region, then Hs_c in K's (free by then); the readout
+  // loads its fp32 operands again.
+  const float single_pass_norm =
+      kHalfPhase && tolerance == 0.0f ? a.single_pass_residual * initial_norm : -1.0f;
+  bool half = false;
+  __shared__ float hs_unscale;  // in shared memory: registers are short in the loop
+  // One CG step of every token from Y = A p / y_scale; p is then the next direction, for the
+  // caller to store into P.
+  auto cg_step = [&](int it, float y_scale) {
     float ap[kCols], p_ap = 0.0f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      ap[c] = y_s[local * Lo::kLdY + c0 + kLanes * c] + lambda[c] * p[c];
+      ap[c] = y_s[local * Lo::kLdY + c0 + kLanes * c] * y_scale + lambda[c] * p[c];
       p_ap += p[c] * ap[c];
     }
     p_ap = RowSum<kLanes>(p_ap);
@@ -775,15 +809,60 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     } else {
       active = false;
     }
-    // P was last read by the products, which finished before the barriers above. The rows of
-    // the products are independent, so a token that stopped keeps its last (finite) p there:
-    // its rows are computed and not used.
-    if (single_pass) {
+  };
+  // In both loops P was last read by the products, which finished before the barriers in them.
+  // The rows of the products are independent, so a token that stopped keeps its last (finite) p
+  // there: its rows are computed and not used.
+  __pipeline_wait_prior(0);  // Hs_c and the keys: published by the loop's first barrier
+  int it = 0;
+  for (; it < max_iterations; ++it) {      // 3xTF32
+    if (!__syncthreads_or(active)) break;  // also publishes P
+    if constexpr (kHalfPhase) {
+      half = __syncthreads_and(!active || sqrtf(delta) <= single_pass_norm);
+      if (half) break;
+    }
+    ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, 1.0f, keys_t, keys, g_s, beta_s, s_s, y_s);
+    cg_step(it, 1.0f);
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = Tf32ForSinglePass(p[c]);
-    } else {
+    for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = p[c];
+  }
+  if (kHalfPhase && half) {  // the operands to f16; S's region is free until the first product
+    uint32_t* const keys_t_half = reinterpret_cast<uint32_t*>(keys_t);
+    uint32_t* const keys_half = keys_t_half + kL * D / 2;
+    uint32_t* const mat_half = reinterpret_cast<uint32_t*>(keys);
+    float p_unscale;
+    auto store_p_half = [&] {
+      float largest = 0.0f;
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = p[c];
+      for (int c = 0; c < kCols; ++c) largest = fmaxf(largest, fabsf(p[c]));
+#pragma unroll
+      for (int offset = 1; offset < kLanes; offset <<= 1) {
+        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+      }
+      const float scale = PowerOfTwoScale(largest);
+      p_unscale = 1.0f / scale;  // a power of two: exact
+      __half* const p_half = reinterpret_cast<__half*>(p_s);
+      const int p_half_base = AHalfOffset(local, c0, D);  // as p_at
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        p_half[p_half_base + AHalfOffset(0, kLanes * c, D)] = __float2half_rn(p[c] * scale);
+      }
+    };
+    const float hs_scale = PowerOfTwoScale(BlockMaxAbs<D * D>(mat, s_s));
+    if (tid == 0) hs_unscale = 1.0f / hs_scale;  // a power of two: exact
+    StoreHalfOperandB<kL, D>(keys_half, [&](int s, int c) { return keys[state_offset(s, c)]; });
+    StoreHalfOperandB<D, kL>(keys_t_half, [&](int c, int s) { return keys[state_offset(s, c)]; });
+    __syncthreads();  // K's fp32 copy is read
+    StoreHalfOperandB<D, D>(mat_half,
+                            [&](int k, int c) { return hs_scale * mat[state_offset(k, c)]; });
+    store_p_half();
+    for (; it < max_iterations; ++it) {
+      if (!__syncthreads_or(active)) break;  // also publishes P (and the operands)
+      ChunkProduct<Lo::kLdY, true>(tiles, p_s, reinterpret_cast<const float*>(mat_half), hs_unscale,
+                                   keys_t, reinterpret_cast<const float*>(keys_half), g_s, beta_s,
+                                   s_s, y_s);
+      cg_step(it, p_unscale);
+      if (it + 1 < max_iterations) store_p_half();  // else P's next readers follow the barrier
     }
   }
 
@@ -809,13 +888,13 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   CopyPermutedAsync<D, D>(mat, chunk_state + D * D, D, D, state_offset);
   CopyKeysAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
                    a.proj_stride, n);
-  if (single_pass) CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
+  if (half) CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
   __pipeline_commit();
 #pragma unroll
   for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = x[c];  // P's reads also came before a barrier
   __pipeline_wait_prior(0);
   __syncthreads();
-  ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, keys_t, keys, g_s, beta_s, s_s, y_s);
+  ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, 1.0f, keys_t, keys, g_s, beta_s, s_s, y_s);
 
   // Per-head RMSNorm with the shared weight, the optional gate, bf16 out.
   float o[kCols], sum_sq = 0.0f;
@@ -840,10 +919,11 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
 template <int D, int Rows>
 cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
   constexpr size_t kSmem = SolveLayout<D, Rows>::kTotal * sizeof(float);
-  const void* kernel = reinterpret_cast<const void*>(SolveKernel<D, Rows>);
-  if (cudaError_t e = AllowDynamicSharedMemory(kernel, kSmem); e != cudaSuccess) return e;
-  SolveKernel<D, Rows>
-      <<<a.table.num_chunks * a.num_heads*(kL / Rows), kThreads, kSmem, stream>>>(a);
+  auto kernel =
+      a.single_pass_residual > 0.0f ? SolveKernel<D, Rows, true> : SolveKernel<D, Rows, false>;
+  const void* address = reinterpret_cast<const void*>(kernel);
+  if (cudaError_t e = AllowDynamicSharedMemory(address, kSmem); e != cudaSuccess) return e;
+  kernel<<<a.table.num_chunks * a.num_heads*(kL / Rows), kThreads, kSmem, stream>>>(a);
   return cudaGetLastError();
 }
 

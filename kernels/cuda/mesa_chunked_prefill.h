@@ -11,7 +11,7 @@
 //     into the slot.
 //  5. Solve, per (chunk, head, slice of its tokens): the slice's tokens run CG together, each
 //     product (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32,
-//     about fp32 accuracy; a tolerance-0 solve's late iterations in one pass, see
+//     about fp32 accuracy; a tolerance-0 solve's late iterations in one f16 pass, see
 //     single_pass_residual), each token with its own stopping rule; then the readout
 //     o_t = Gs_t^T x_t the same way, the per-head output norm and the optional gate. A slice is
 //     the whole chunk unless the step's prompts are few or short (PickSolveRows).
@@ -63,8 +63,9 @@ struct MesaPrefillArgs {
   void* out_bf16;           // [rows, K]
   SolveCounters* counters;  // [num_sequences * H], indexed by j
   int32_t solve_rows;       // tokens per solve block: 16, 32 or 64 (PickSolveRows); 0: 64
-  // A solve block of tolerance-0 sequences takes its products in one TF32 pass once every one
-  // of its tokens' residuals is at most this fraction of its start (0: always 3xTF32).
+  // A solve block of tolerance-0 sequences takes its products in one f16 pass once every one
+  // of its tokens' residuals is at most this fraction of its start (0: always 3xTF32, and the
+  // launch takes a kernel without that phase, whose 3xTF32 iterations are faster).
   float single_pass_residual;
 };
 

@@ -1,8 +1,13 @@
-// fp32-accurate products on the TF32 tensor cores (3xTF32) with mma.sync m16n8k8, for operands
-// kept in shared memory in fragment order (kernels/mma_fragment_order.h: one 16-byte load a lane
-// per A fragment, one 8-byte load per B fragment, where row-major tiles need four and two 4-byte
-// loads; the chunked prefill's CG products were bound by those loads). Device code only.
+// Tensor-core products for operands kept in shared memory in fragment order
+// (kernels/mma_fragment_order.h: one 16-byte load a lane per A fragment, one 8-byte load per B
+// fragment, where row-major tiles need four and two 4-byte loads; the chunked prefill's CG
+// products were bound by those loads): fp32-accurate ones on the TF32 tensor cores (3xTF32,
+// mma.sync m16n8k8), and single-pass ones on the f16 tensor cores (m16n8k16, twice the TF32 rate
+// and as many significand bits, for operands the caller has scaled into f16's range). Device
+// code only.
 #pragma once
+
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -25,52 +30,46 @@ struct FragmentB {
   uint32_t hi[2], lo[2];
 };
 
-// x with half a TF32 ulp added (low bits left as they are), for an operand of single-pass
-// products only: the tensor cores truncate it to x rounded to the nearest TF32 value, and one
-// integer add is all it costs (Tf32High also clears the low bits).
-__device__ __forceinline__ float Tf32ForSinglePass(float x) {
-  return __uint_as_float(__float_as_uint(x) + 0x1000u);
-}
-
 __device__ __forceinline__ void SplitInto(float x, uint32_t& hi, uint32_t& lo) {
   const float high = Tf32High(x);
   hi = __float_as_uint(high);
   lo = __float_as_uint(x - high);
 }
 
-// Loads for one pass (kSinglePass) take the operand's bits as they are, for operands stored
-// through Tf32ForSinglePass (the tensor cores would truncate them otherwise), and leave lo unset.
-// (Rounding at every load was about 40% of the instructions of the prefill solve's main product
-// loop; truncating instead left 2 to 4 times as many bf16 outputs of the tolerance-0 prefill test
-// off the rounded reference.)
-template <bool kSinglePass>
+// Loads for f16 products (kHalf) take the 32-bit words as they are, two halves each, stored in
+// the f16 fragment order (AHalfOffset, BHalfOffset), and leave lo unset. (Rounding fp32 operands
+// to TF32 at every load was about 40% of the instructions of the prefill solve's main product
+// loop.)
+template <bool kHalf>
 __device__ __forceinline__ void LoadOperand(float x, uint32_t& hi, uint32_t& lo) {
-  if constexpr (kSinglePass) {
+  if constexpr (kHalf) {
     hi = __float_as_uint(x);
   } else {
     SplitInto(x, hi, lo);
   }
 }
 
-// A fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order A operand.
-template <bool kSinglePass = false>
+// A fragment `tile` (row of tiles * cols / 8 + column of tiles; cols / 16 with kHalf) of a
+// fragment-order A operand.
+template <bool kHalf = false>
 __device__ __forceinline__ FragmentA LoadFragmentA(const float* a, int tile) {
   const float4 v = reinterpret_cast<const float4*>(a)[tile * 32 + (threadIdx.x & 31)];
   FragmentA f;
-  LoadOperand<kSinglePass>(v.x, f.hi[0], f.lo[0]);
-  LoadOperand<kSinglePass>(v.y, f.hi[1], f.lo[1]);
-  LoadOperand<kSinglePass>(v.z, f.hi[2], f.lo[2]);
-  LoadOperand<kSinglePass>(v.w, f.hi[3], f.lo[3]);
+  LoadOperand<kHalf>(v.x, f.hi[0], f.lo[0]);
+  LoadOperand<kHalf>(v.y, f.hi[1], f.lo[1]);
+  LoadOperand<kHalf>(v.z, f.hi[2], f.lo[2]);
+  LoadOperand<kHalf>(v.w, f.hi[3], f.lo[3]);
   return f;
 }
 
-// B fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order B operand.
-template <bool kSinglePass = false>
+// B fragment `tile` (row of tiles * cols / 8 + column of tiles) of a fragment-order B operand
+// (its tiles 8 x 8, or 16 x 8 with kHalf).
+template <bool kHalf = false>
 __device__ __forceinline__ FragmentB LoadFragmentB(const float* b, int tile) {
   const float2 v = reinterpret_cast<const float2*>(b)[tile * 32 + (threadIdx.x & 31)];
   FragmentB f;
-  LoadOperand<kSinglePass>(v.x, f.hi[0], f.lo[0]);
-  LoadOperand<kSinglePass>(v.y, f.hi[1], f.lo[1]);
+  LoadOperand<kHalf>(v.x, f.hi[0], f.lo[0]);
+  LoadOperand<kHalf>(v.y, f.hi[1], f.lo[1]);
   return f;
 }
 
@@ -89,15 +88,43 @@ __device__ __forceinline__ void MmaTf32x3(float (&c)[4], const FragmentA& a, con
   MmaTf32(c, a.hi, b.hi);
 }
 
-// c += a * b in one pass (fragments loaded <true> from operands rounded to TF32: about 2^-11
-// relative error each), or to about fp32 accuracy (MmaTf32x3, fragments split).
-template <bool kSinglePass>
-__device__ __forceinline__ void MmaTf32Pass(float (&c)[4], const FragmentA& a, const FragmentB& b) {
-  if constexpr (kSinglePass) {
-    MmaTf32(c, a.hi, b.hi);
+// c += a * b, 16 x 16 f16 times 16 x 8 f16 (two elements a register), fp32 accumulation.
+__device__ __forceinline__ void MmaF16(float (&c)[4], const uint32_t (&a)[4],
+                                       const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Contraction length of one MMA: 8 for 3xTF32, 16 for f16.
+template <bool kHalf>
+constexpr int kMmaK = kHalf ? 16 : 8;
+
+// c += a * b over kMmaK<kHalf>: in one f16 pass (fragments loaded <true>; operands rounded to
+// f16 carry about 2^-11 relative error, as TF32's do), or to about fp32 accuracy (MmaTf32x3,
+// fragments split).
+template <bool kHalf>
+__device__ __forceinline__ void MmaPass(float (&c)[4], const FragmentA& a, const FragmentB& b) {
+  if constexpr (kHalf) {
+    MmaF16(c, a.hi, b.hi);
   } else {
     MmaTf32x3(c, a, b);
   }
+}
+
+// (lo, hi) rounded to f16 (nearest, ties to even) in one 32-bit word, lo in the low half: two
+// consecutive elements of an f16 fragment.
+__device__ __forceinline__ uint32_t PackHalves(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// 2^-e for the power of two 2^e <= |x| < 2^(e+1), a scale that brings x into [1, 2); zero and
+// subnormals get 2^126, values from 2^126 up (and non-finite ones) 2^-126, so it stays finite.
+__device__ __forceinline__ float PowerOfTwoScale(float x) {
+  const int biased = min(max(static_cast<int>((__float_as_uint(x) >> 23) & 0xffu), 1), 253);
+  return __uint_as_float(static_cast<uint32_t>(254 - biased) << 23);
 }
 
 }  // namespace ridge::cuda

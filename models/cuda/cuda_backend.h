@@ -32,7 +32,7 @@ struct CudaBackendOptions {
   // (30 CG iterations of a 16-token slice's latency), the token path 0.5 ms + 0.26 ms a token:
   // even near 10 tokens, at batch 1, 4 and 16.
   int64_t chunked_prefill_min_tokens = 10;
-  // A chunked solve of tolerance-0 prompts switches from 3xTF32 to one TF32 pass once its
+  // A chunked solve of tolerance-0 prompts switches from 3xTF32 to one f16 pass once its
   // tokens' relative residuals are all below this (cuda::MesaPrefillArgs); 0 never switches.
   float prefill_single_pass_residual = 1e-2f;
 };

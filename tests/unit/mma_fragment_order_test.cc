@@ -1,6 +1,7 @@
 // The fragment order of the chunked prefill's tensor-core operands (kernels/mma_fragment_order.h),
 // checked without a GPU: every element gets its own offset, and the element a lane finds at a
-// fragment slot is the one the PTX ISA's m16n8k8 .tf32 fragment tables put there.
+// fragment slot is the one the PTX ISA's m16n8k8 .tf32 (and m16n8k16 .f16) fragment tables put
+// there.
 #include "kernels/mma_fragment_order.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,62 @@ TEST_P(FragmentOrderTest, LanesReadThePtxFragments) {
         const int base = (tile * 32 + lane) * 2;
         EXPECT_EQ(BPermOffset(k + q, n + g, cols), base + 0);
         EXPECT_EQ(BPermOffset(k + q + 4, n + g, cols), base + 1);
+      }
+    }
+  }
+}
+
+TEST_P(FragmentOrderTest, HalfAOffsetsAreABijection) {
+  ExpectBijection(GetParam().rows, GetParam().cols, AHalfOffset);
+}
+
+TEST_P(FragmentOrderTest, HalfBOffsetsAreABijection) {
+  ExpectBijection(GetParam().rows, GetParam().cols, BHalfOffset);
+}
+
+// Lane l of the warp loading a 16 x 16 A tile reads 8 consecutive halves at (tile * 32 + l) * 8,
+// and of a 16 x 8 B tile 4 at (tile * 32 + l) * 4: the f16 fragments' elements in order.
+TEST_P(FragmentOrderTest, LanesReadThePtxHalfFragments) {
+  const auto [rows, cols] = GetParam();
+  for (int tile_row = 0; tile_row < rows / 16; ++tile_row) {
+    for (int tile_col = 0; tile_col < cols / 16; ++tile_col) {
+      const int tile = tile_row * (cols / 16) + tile_col;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, q = lane % 4, r = 16 * tile_row, c = 16 * tile_col;
+        const int base = (tile * 32 + lane) * 8;
+        for (int h = 0; h < 2; ++h) {
+          EXPECT_EQ(AHalfOffset(r + g, c + 2 * q + h, cols), base + 0 + h);
+          EXPECT_EQ(AHalfOffset(r + g + 8, c + 2 * q + h, cols), base + 2 + h);
+          EXPECT_EQ(AHalfOffset(r + g, c + 2 * q + 8 + h, cols), base + 4 + h);
+          EXPECT_EQ(AHalfOffset(r + g + 8, c + 2 * q + 8 + h, cols), base + 6 + h);
+        }
+      }
+    }
+  }
+  for (int tile_row = 0; tile_row < rows / 16; ++tile_row) {
+    for (int tile_col = 0; tile_col < cols / 8; ++tile_col) {
+      const int tile = tile_row * (cols / 8) + tile_col;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, q = lane % 4, k = 16 * tile_row, n = 8 * tile_col;
+        const int base = (tile * 32 + lane) * 4;
+        for (int h = 0; h < 2; ++h) {
+          EXPECT_EQ(BHalfOffset(k + 2 * q + h, n + g, cols), base + 0 + h);
+          EXPECT_EQ(BHalfOffset(k + 2 * q + 8 + h, n + g, cols), base + 2 + h);
+        }
+      }
+    }
+  }
+}
+
+// The offset of (r, c) splits over the bits of c (the solve adds a thread's base offset to a
+// constant per column it owns).
+TEST_P(FragmentOrderTest, HalfAOffsetsAddOverTheBitsOfTheColumn) {
+  const auto [rows, cols] = GetParam();
+  for (const int mask : {3, 7, 15}) {
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        EXPECT_EQ(AHalfOffset(r, c, cols),
+                  AHalfOffset(r, c & mask, cols) + AHalfOffset(0, c & ~mask, cols));
       }
     }
   }

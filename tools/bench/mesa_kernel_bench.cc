@@ -267,13 +267,13 @@ void BenchPrefill(const Options& o, int sm_count, std::mt19937& rng) {
   a.beta = mem.Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
   a.chunk_states =
       mem.Upload(std::vector<float>(static_cast<size_t>(chunks) * l.H * 2 * l.D * l.D));
-  // 3xTF32 products throughout, then one TF32 pass from the first iteration on (a residual
+  // 3xTF32 products throughout, then one f16 pass from the first iteration on (a residual
   // bound of 1 holds at once): the two ends of the solve's single-pass switch.
   for (const float single_pass : {0.0f, 1.0f}) {
     a.single_pass_residual = single_pass;
     std::printf(
         "chunked prefill: %d x %d tokens, tolerance 0, %s products\n%10s %10s %12s %12s %12s\n", b,
-        n, single_pass > 0 ? "single-pass TF32" : "3xTF32", "iterations", "ms", "tok/s",
+        n, single_pass > 0 ? "single-pass f16" : "3xTF32", "iterations", "ms", "tok/s",
         "mean iters", "us/iteration");
     BenchPrefillBudgets(o, mem, a, begin, count, slot, chunk_begin, chunk_seq, counters);
   }
