@@ -6,11 +6,16 @@
 # machine's.
 #
 #   cmake --build build --target cuda_backend_test cuda_bench && tools/gpu/make_device_bundle.sh
+#
+# Arguments, if any, name the binaries to pack instead of all of them (a smaller bundle leaves
+# room in the device tool's 64 MiB for other things to carry), e.g.
+#   tools/gpu/make_device_bundle.sh build/tests/gpu/mesa_kernels_test build/tools/bench/cuda_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test build/tests/gpu/row_kernels_test
   build/tests/gpu/token_sampling_test build/tests/gpu/few_rows_gemm_test build/tools/bench/cuda_bench
   build/tools/bench/mesa_kernel_bench build/tools/bench/gemm_bench build/server/ridgeserve)
+if (($# > 0)); then binaries=("$@"); fi
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
 cp "${binaries[@]}" "$stage/bin/"
