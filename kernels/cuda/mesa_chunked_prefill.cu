@@ -29,6 +29,14 @@ __device__ __forceinline__ float* LayerBase(const MesaPrefillArgs& a, int j) {
   return a.state_pool + a.table.slot[j] * a.slot_floats + a.layer * a.layer_floats;
 }
 
+// The start state of chunk `chunk` for one head, Hs (matrix 0) or Gs (1), [D, D] row-major in the
+// chunk-state scratch [num_chunks, H, 2, D, D].
+template <int D>
+__device__ __forceinline__ float* ChunkState(const MesaPrefillArgs& a, int chunk, int head,
+                                             int matrix) {
+  return a.chunk_states + ((static_cast<int64_t>(chunk) * a.num_heads + head) * 2 + matrix) * D * D;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. Prepare: per (chunk, head). Threads [0, D) own q channel head*D + tid, [D, 2D) the k one.
 // Tokens go in batches of kPrepareBatch: a batch's raw inputs are loaded at once and one
@@ -180,9 +188,7 @@ __global__ void __launch_bounds__(kThreads) StartingStatesKernel(MesaPrefillArgs
   if (a.table.row_count[j] == 0) return;
   const float* state =
       LayerBase(a, j) + (matrix == 0 ? SlotHsOffset(D, head) : SlotGsOffset(H, D, head));
-  float4* out = reinterpret_cast<float4*>(
-      a.chunk_states +
-      ((static_cast<int64_t>(a.table.chunk_begin[j]) * H + head) * 2 + matrix) * D * D);
+  float4* out = reinterpret_cast<float4*>(ChunkState<D>(a, a.table.chunk_begin[j], head, matrix));
   for (int i = threadIdx.x; i < kStartRows * kGroups; i += kThreads) {
     const int row = row_block * kStartRows + i / kGroups, group = i % kGroups;
     float4 v;
@@ -239,13 +245,10 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   // This thread's accumulator elements: rows row_lo and row_lo + 8, columns col(jt), col(jt) + 1.
   const int row_lo = row_block * kBlockRows + 16 * m_tile + g, row_hi = row_lo + 8;
   auto col = [&](int jt) { return 8 * (n_tile0 + jt) + 2 * t4; };
-  auto matrix_of = [&](int chunk) {
-    return a.chunk_states + ((static_cast<int64_t>(chunk) * H + head) * 2 + matrix) * D * D;
-  };
   // The starting state, unpacked by StartingStatesKernel into the first chunk's entry.
   float acc[kTilesN][4];
   {
-    const float* start_state = matrix_of(a.table.chunk_begin[j]);
+    const float* start_state = ChunkState<D>(a, a.table.chunk_begin[j], head, matrix);
 #pragma unroll
     for (int jt = 0; jt < kTilesN; ++jt) {
       const float2 lo = *reinterpret_cast<const float2*>(start_state + row_lo * D + col(jt));
@@ -257,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   const int x_stride = matrix == 0 ? K : a.proj_stride;
   const int x_offset = matrix == 0 ? head * D : 2 * K + head * D;
   for (int start = 0, chunk = a.table.chunk_begin[j]; start < count; start += kL, ++chunk) {
-    float* out = matrix_of(chunk);
+    float* out = ChunkState<D>(a, chunk, head, matrix);
 #pragma unroll
     for (int jt = 0; jt < kTilesN; ++jt) {
       *reinterpret_cast<float2*>(out + row_lo * D + col(jt)) = make_float2(acc[jt][0], acc[jt][1]);
@@ -706,7 +709,6 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   const int64_t row = first + t;
   const float tolerance = a.table.tolerance[j];
   const int max_iterations = a.table.max_iterations[j];
-  const float* chunk_state = a.chunk_states + (static_cast<int64_t>(chunk) * H + head) * 2 * D * D;
   const SolveWarpTiles<D, Rows> tiles(row0);
   auto state_offset = [](int k, int c) { return BPermOffset(k, c, D); };
   // Column c0 + kLanes c, with c0 < kLanes a power of two >= 4, sets bits of the column that
@@ -718,7 +720,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
 
   // Hs_c and the keys arrive while the decays and the CG start are computed (waited for
   // before the first product).
-  CopyPermutedAsync<D, D>(mat, chunk_state, D, D, state_offset);
+  CopyPermutedAsync<D, D>(mat, ChunkState<D>(a, chunk, head, 0), D, D, state_offset);
   const float* chunk_keys = a.k_norm + static_cast<int64_t>(first) * K + head * D;
   CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
   CopyKeysAsync<D>(keys, chunk_keys, K, n);
@@ -885,7 +887,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   // Gs_c and the values replace Hs_c and the keys' second copy now, and a full-precision copy of
   // K^T replaces the rounded one of a single-pass solve. Gs is stored [key, value]: o = Gs^T x
   // is x^T Gs, the same product.
-  CopyPermutedAsync<D, D>(mat, chunk_state + D * D, D, D, state_offset);
+  CopyPermutedAsync<D, D>(mat, ChunkState<D>(a, chunk, head, 1), D, D, state_offset);
   CopyKeysAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
                    a.proj_stride, n);
   if (half) CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
