@@ -55,4 +55,16 @@ RIDGE_HOST_DEVICE inline int BHalfOffset(int k, int n, int cols) {
   return (tile * 32 + lane) * 4 + ((k >> 3) & 1) * 2 + (k & 1);
 }
 
+struct OperandElement {
+  int k, n;
+};
+
+// The first element (k, n) of 32-bit word `word` of an f16 B operand with `cols` columns in
+// fragment order; the word holds (k, n) and (k + 1, n). The inverse of BHalfOffset / 2.
+RIDGE_HOST_DEVICE inline OperandElement BHalfWordElement(int word, int cols) {
+  const int tile = word >> 6, lane = (word >> 1) & 31, reg = word & 1;
+  return {16 * (tile / (cols >> 3)) + 2 * (lane & 3) + 8 * reg,
+          8 * (tile % (cols >> 3)) + (lane >> 2)};
+}
+
 }  // namespace ridge

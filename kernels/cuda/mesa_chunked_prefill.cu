@@ -414,10 +414,8 @@ __device__ __forceinline__ void StoreHalfOperandB(uint32_t* dst, Element element
   static_assert(KRows % 16 == 0 && Cols % 8 == 0, "whole 16 x 8 tiles");
 #pragma unroll 1  // once a solve, where registers are short
   for (int word = threadIdx.x; word < KRows * Cols / 2; word += kThreads) {
-    const int tile = word >> 6, lane = (word >> 1) & 31, reg = word & 1;
-    const int k = 16 * (tile / (Cols / 8)) + 2 * (lane & 3) + 8 * reg;
-    const int n = 8 * (tile % (Cols / 8)) + (lane >> 2);
-    dst[word] = PackHalves(element(k, n), element(k + 1, n));
+    const OperandElement e = BHalfWordElement(word, Cols);
+    dst[word] = PackHalves(element(e.k, e.n), element(e.k + 1, e.n));
   }
 }
 

@@ -115,6 +115,17 @@ TEST_P(FragmentOrderTest, LanesReadThePtxHalfFragments) {
   }
 }
 
+// Word w of an f16 B operand holds the elements BHalfWordElement names: (k, n) at half 2w and
+// (k + 1, n) at 2w + 1.
+TEST_P(FragmentOrderTest, HalfBWordElementInvertsTheOffset) {
+  const auto [rows, cols] = GetParam();
+  for (int word = 0; word < rows * cols / 2; ++word) {
+    const OperandElement e = BHalfWordElement(word, cols);
+    EXPECT_EQ(BHalfOffset(e.k, e.n, cols), 2 * word) << word;
+    EXPECT_EQ(BHalfOffset(e.k + 1, e.n, cols), 2 * word + 1) << word;
+  }
+}
+
 // The offset of (r, c) splits over the bits of c (the solve adds a thread's base offset to a
 // constant per column it owns).
 TEST_P(FragmentOrderTest, HalfAOffsetsAddOverTheBitsOfTheColumn) {
