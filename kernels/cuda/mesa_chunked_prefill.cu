@@ -4,6 +4,7 @@
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
+#include "kernels/cuda/mesa_prefill_solve_common.h"
 #include "kernels/cuda/tf32x3_mma.h"
 #include "kernels/mesa_slot_layout.h"
 
@@ -12,7 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kL = kPrefillChunk;  // tokens per chunk
 constexpr float kL2NormEps = 1e-6f;
 
 // x sigmoid(x) with the fast reciprocal (2 ulp; 0 once 1 + e^-x passes 2^126, where the exact
@@ -27,14 +27,6 @@ __device__ __forceinline__ float WarpSum(float v) {
 
 __device__ __forceinline__ float* LayerBase(const MesaPrefillArgs& a, int j) {
   return a.state_pool + a.table.slot[j] * a.slot_floats + a.layer * a.layer_floats;
-}
-
-// The start state of chunk `chunk` for one head, Hs (matrix 0) or Gs (1), [D, D] row-major in the
-// chunk-state scratch [num_chunks, H, 2, D, D].
-template <int D>
-__device__ __forceinline__ float* ChunkState(const MesaPrefillArgs& a, int chunk, int head,
-                                             int matrix) {
-  return a.chunk_states + ((static_cast<int64_t>(chunk) * a.num_heads + head) * 2 + matrix) * D * D;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -672,11 +664,73 @@ __device__ __forceinline__ float RowSum(float v) {
   return v;
 }
 
-// kHalfPhase: the kernel for steps with tolerance-0 prompts, able to switch to f16 products (see
-// below). A step without them takes the kernel without that phase: with it ptxas takes all 255
-// registers, and the 3xTF32 iteration took 119.6 us a 140M layer at 8 x 2048 on an H200, against
-// 110.6 without.
-template <int D, int Rows, bool kHalfPhase>
+// Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t) of the
+// block's tokens from x (the thread's columns of its token): the CG product's form with Gs_c for
+// Hs_c, values for keys (in the second product), X for P. Every earlier read of the operand
+// regions came before a barrier, so Gs_c and the values replace Hs_c and the keys' second copy,
+// and K^T is copied again when reload_keys_t (its region held f16 operands, or nothing). Gs is
+// stored [key, value]: o = Gs^T x is x^T Gs, the same product. Then the per-head RMSNorm with the
+// shared weight, the optional gate, bf16 out.
+template <int D, int Rows>
+__device__ __forceinline__ void Readout(const MesaPrefillArgs& a, float* smem, int chunk, int head,
+                                        int first, int n, int row0,
+                                        const float (&x)[D / (kThreads / Rows)],
+                                        bool reload_keys_t) {
+  using Lo = SolveLayout<D, Rows>;
+  constexpr int kLanes = kThreads / Rows, kCols = D / kLanes;
+  float* mat = smem + Lo::kMat;
+  float* keys_t = smem + Lo::kKeysT;
+  float* keys = smem + Lo::kKeys;
+  float* p_s = smem + Lo::kP;
+  float* y_s = smem + Lo::kY;
+  const int K = a.num_heads * D, tid = threadIdx.x;
+  const int local = tid / kLanes, c0 = tid % kLanes, t = row0 + local;
+  const int64_t row = first + t;
+  const SolveWarpTiles<D, Rows> tiles(row0);
+  auto state_offset = [](int k, int c) { return BPermOffset(k, c, D); };
+  CopyPermutedAsync<D, D>(mat, ChunkState<D>(a, chunk, head, 1), D, D, state_offset);
+  CopyKeysAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
+                   a.proj_stride, n);
+  if (reload_keys_t) {
+    CopyKeysTransposedAsync<D>(keys_t, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  }
+  __pipeline_commit();
+  const int p_base = APermOffset(local, c0, D);
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) p_s[p_base + APermOffset(0, kLanes * c, D)] = x[c];
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, 1.0f, keys_t, keys, smem + Lo::kG,
+                                smem + Lo::kBeta, smem + Lo::kS, y_s);
+
+  float o[kCols], sum_sq = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    o[c] = y_s[local * Lo::kLdY + c0 + kLanes * c];
+    sum_sq += o[c] * o[c];
+  }
+  const float scale = rsqrtf(RowSum<kLanes>(sum_sq) / D + a.norm_eps);
+  if (t < n) {
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16) + row * K + head * D + c0;
+    const float* gate = a.proj + row * a.proj_stride + 3 * K + head * D + c0;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float v = o[c] * scale * a.weights.o_norm[c0 + kLanes * c];
+      if (a.output_gate) v *= Silu(gate[kLanes * c]);
+      out[kLanes * c] = __float2bfloat16(v);
+    }
+  }
+}
+
+// What a tolerance-0 solve does once its residuals are small (see single_pass_residual below):
+// kNone, nothing (a step without tolerance-0 prompts: the f16 phase's registers slow the 3xTF32
+// iterations, 119.6 against 110.6 us a 140M layer at 8 x 2048 on an H200); kInPlace, converts its
+// operands to f16 in place and goes on (slices of a chunk); kHandOff, passes its CG to the f16
+// solve kernel through the hand-off record and leaves the readout to ReadoutKernel (whole chunks:
+// kernels/cuda/mesa_half_solve.cu).
+enum class LatePhase { kNone, kInPlace, kHandOff };
+
+template <int D, int Rows, LatePhase kLate>
 __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   using Lo = SolveLayout<D, Rows>;
   constexpr int kLanes = kThreads / Rows;  // threads of a token
@@ -723,23 +777,8 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
   CopyKeysAsync<D>(keys, chunk_keys, K, n);
   __pipeline_commit();
-  if (tid < 32) {  // inclusive prefix sum of the log decays (two per lane), and the gains
-    const int i0 = 2 * tid;
-    const float l0 = i0 < n ? a.log_gamma[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
-    const float l1 =
-        i0 + 1 < n ? a.log_gamma[(first + i0 + 1) * static_cast<int64_t>(H) + head] : 0.0f;
-    float pair = l0 + l1, scan = pair;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const float up = __shfl_up_sync(0xffffffffu, scan, offset);
-      if (tid >= offset) scan += up;
-    }
-    const float before = scan - pair;
-    g_s[i0] = before + l0;
-    g_s[i0 + 1] = scan;
-    beta_s[i0] = i0 < n ? a.beta[(first + i0) * static_cast<int64_t>(H) + head] : 0.0f;
-    beta_s[i0 + 1] = i0 + 1 < n ? a.beta[(first + i0 + 1) * static_cast<int64_t>(H) + head] : 0.0f;
-  }  // g_s and beta_s are published by the solve's first barrier
+  if (tid < 32) ChunkDecays(a, first, n, head, g_s, beta_s);
+  // g_s and beta_s are published by the solve's first barrier
 
   // CG from x0 = 0 for every token of the chunk; token t's vectors live in the 4 threads of row t.
   float x[kCols], r[kCols], p[kCols], lambda[kCols];
@@ -774,8 +813,9 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   // is read (p_unscale); the keys are unit vectors. The f16 operands replace the fp32 ones in
   // place, both copies of the keys in K^T's region, then Hs_c in K's (free by then); the readout
   // loads its fp32 operands again.
-  const float single_pass_norm =
-      kHalfPhase && tolerance == 0.0f ? a.single_pass_residual * initial_norm : -1.0f;
+  const float single_pass_norm = kLate != LatePhase::kNone && tolerance == 0.0f
+                                     ? a.single_pass_residual * initial_norm
+                                     : -1.0f;
   bool half = false;
   __shared__ float hs_unscale;  // in shared memory: registers are short in the loop
   // One CG step of every token from Y = A p / y_scale; p is then the next direction, for the
@@ -817,7 +857,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   int it = 0;
   for (; it < max_iterations; ++it) {      // 3xTF32
     if (!__syncthreads_or(active)) break;  // also publishes P
-    if constexpr (kHalfPhase) {
+    if constexpr (kLate != LatePhase::kNone) {
       half = __syncthreads_and(!active || sqrtf(delta) <= single_pass_norm);
       if (half) break;
     }
@@ -826,7 +866,33 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
 #pragma unroll
     for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = p[c];
   }
-  if (kHalfPhase && half) {  // the operands to f16; S's region is free until the first product
+  if constexpr (kLate == LatePhase::kHandOff) {
+    float* const rec = HandoffRecord<D>(a, chunk, head);
+    if (half) {
+      using Rec = Handoff<D>;
+      const float hs_scale = PowerOfTwoScale(BlockMaxAbs<D * D>(mat, s_s));
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const int at = t * D + c0 + kLanes * c;
+        rec[Rec::kX + at] = x[c], rec[Rec::kR + at] = r[c], rec[Rec::kP + at] = p[c];
+      }
+      if (c0 == 0) {
+        rec[Rec::kDelta + t] = delta;
+        rec[Rec::kInitialNorm + t] = initial_norm;
+        rec[Rec::kActive + t] = active ? 1.0f : 0.0f;
+        rec[Rec::kIterations + t] = static_cast<float>(iterations);
+      }
+      if (tid == 0) {
+        rec[Rec::kIteration] = static_cast<float>(it);
+        rec[Rec::kHsScale] = hs_scale;
+        rec[Rec::kHandedOff] = 1.0f;
+      }
+      return;
+    }
+    if (tid == 0) rec[Handoff<D>::kHandedOff] = 0.0f;
+  }
+  if (kLate == LatePhase::kInPlace &&
+      half) {  // the operands to f16; S's region is free until the first product
     uint32_t* const keys_t_half = reinterpret_cast<uint32_t*>(keys_t);
     uint32_t* const keys_half = keys_t_half + kL * D / 2;
     uint32_t* const mat_half = reinterpret_cast<uint32_t*>(keys);
@@ -866,65 +932,64 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     }
   }
 
-  // Per-token statistics, summed over the block, then added to the sequence's counters.
   if (t < n && c0 == 0) {
-    const float residual = initial_norm > 0.0f ? sqrtf(delta) / initial_norm : 0.0f;
-    const bool capped = initial_norm > 0.0f && iterations >= max_iterations && !converged(delta);
-    SolveCounters& counters = a.counters[j * H + head];
-    atomicAdd(&counters.solves, 1);
-    atomicAdd(&counters.total_iterations, iterations);
-    atomicMax(&counters.max_iterations, iterations);
-    atomicAdd(&counters.capped, capped ? 1 : 0);
-    atomicAdd(&counters.sum_residual, residual);
-    atomicMax(reinterpret_cast<int*>(&counters.max_residual), __float_as_int(residual));
+    AddSolveStats(a, j, head, initial_norm, sqrtf(delta), iterations, converged(delta));
   }
-
-  // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t): the
-  // CG product's form with Gs_c for Hs_c, values for keys (in the second product), X for P.
-  // Every read of Hs_c and of the keys came before one of the loop's barriers (or none ran), so
-  // Gs_c and the values replace Hs_c and the keys' second copy now, and a full-precision copy of
-  // K^T replaces the rounded one of a single-pass solve. Gs is stored [key, value]: o = Gs^T x
-  // is x^T Gs, the same product.
-  CopyPermutedAsync<D, D>(mat, ChunkState<D>(a, chunk, head, 1), D, D, state_offset);
-  CopyKeysAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
-                   a.proj_stride, n);
-  if (half) CopyKeysTransposedAsync<D>(keys_t, chunk_keys, K, n);
-  __pipeline_commit();
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = x[c];  // P's reads also came before a barrier
-  __pipeline_wait_prior(0);
-  __syncthreads();
-  ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, 1.0f, keys_t, keys, g_s, beta_s, s_s, y_s);
-
-  // Per-head RMSNorm with the shared weight, the optional gate, bf16 out.
-  float o[kCols], sum_sq = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    o[c] = y_s[local * Lo::kLdY + c0 + kLanes * c];
-    sum_sq += o[c] * o[c];
-  }
-  const float scale = rsqrtf(RowSum<kLanes>(sum_sq) / D + a.norm_eps);
-  if (t < n) {
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16) + row * K + head * D + c0;
-    const float* gate = a.proj + row * a.proj_stride + 3 * K + head * D + c0;
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      float v = o[c] * scale * a.weights.o_norm[c0 + kLanes * c];
-      if (a.output_gate) v *= Silu(gate[kLanes * c]);
-      out[kLanes * c] = __float2bfloat16(v);
-    }
-  }
+  Readout<D, Rows>(a, smem, chunk, head, first, n, row0, x, half);
 }
 
+// The readout of every handed-off whole chunk, from the x the f16 solve left in its record.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1) ReadoutKernel(MesaPrefillArgs a) {
+  using Lo = SolveLayout<D, kL>;
+  constexpr int kLanes = kThreads / kL, kCols = D / kLanes;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
+  const float* rec = HandoffRecord<D>(a, chunk, head);
+  if (rec[Handoff<D>::kHandedOff] == 0.0f) return;
+  const int j = a.table.chunk_sequence[chunk];
+  const int first = a.table.row_begin[j] + (chunk - a.table.chunk_begin[j]) * kL;
+  const int n = min(kL, a.table.row_begin[j] + a.table.row_count[j] - first);
+  if (threadIdx.x < 32) ChunkDecays(a, first, n, head, smem + Lo::kG, smem + Lo::kBeta);
+  const int t = threadIdx.x / kLanes, c0 = threadIdx.x % kLanes;
+  float x[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) x[c] = rec[Handoff<D>::kX + t * D + c0 + kLanes * c];
+  Readout<D, kL>(a, smem, chunk, head, first, n, 0, x, true);
+}
+
+template <typename Kernel>
+cudaError_t LaunchWithSharedMemory(Kernel kernel, int blocks, size_t smem, const MesaPrefillArgs& a,
+                                   cudaStream_t stream) {
+  const void* address = reinterpret_cast<const void*>(kernel);
+  if (cudaError_t e = AllowDynamicSharedMemory(address, smem); e != cudaSuccess) return e;
+  kernel<<<blocks, kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+// A step with tolerance-0 prompts takes the kernel with the late f16 phase: whole chunks hand
+// their late iterations to the f16 solve kernel, then to ReadoutKernel; slices convert in place.
 template <int D, int Rows>
 cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
   constexpr size_t kSmem = SolveLayout<D, Rows>::kTotal * sizeof(float);
-  auto kernel =
-      a.single_pass_residual > 0.0f ? SolveKernel<D, Rows, true> : SolveKernel<D, Rows, false>;
-  const void* address = reinterpret_cast<const void*>(kernel);
-  if (cudaError_t e = AllowDynamicSharedMemory(address, kSmem); e != cudaSuccess) return e;
-  kernel<<<a.table.num_chunks * a.num_heads*(kL / Rows), kThreads, kSmem, stream>>>(a);
-  return cudaGetLastError();
+  const int blocks = a.table.num_chunks * a.num_heads * (kL / Rows);
+  if (a.single_pass_residual <= 0.0f) {
+    return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kNone>, blocks, kSmem, a, stream);
+  }
+  if constexpr (Rows != kL) {
+    return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kInPlace>, blocks, kSmem, a,
+                                  stream);
+  } else {
+    if (a.handoff == nullptr) return cudaErrorInvalidValue;
+    if (cudaError_t e = LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kHandOff>, blocks,
+                                               kSmem, a, stream);
+        e != cudaSuccess) {
+      return e;
+    }
+    if (cudaError_t e = LaunchMesaHalfSolve(a, stream); e != cudaSuccess) return e;
+    return LaunchWithSharedMemory(ReadoutKernel<D>, blocks, kSmem, a, stream);
+  }
 }
 
 template <int D>
@@ -950,6 +1015,12 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+size_t MesaChunkedPrefillHandoffFloats(int head_dim) {
+  if (head_dim == 64) return Handoff<64>::kFloats;
+  if (head_dim == 128) return Handoff<128>::kFloats;
+  return 0;
+}
 
 size_t MesaChunkedPrefillSharedBytes(int head_dim) {
   if (head_dim == 64) return SolveLayout<64, kL>::kTotal * sizeof(float);

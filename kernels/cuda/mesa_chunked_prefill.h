@@ -11,10 +11,13 @@
 //     into the slot.
 //  5. Solve, per (chunk, head, slice of its tokens): the slice's tokens run CG together, each
 //     product (Hs_t p_t for every t) as three matrix products on the tensor cores (3xTF32,
-//     about fp32 accuracy; a tolerance-0 solve's late iterations in one f16 pass, see
-//     single_pass_residual), each token with its own stopping rule; then the readout
+//     about fp32 accuracy), each token with its own stopping rule; then the readout
 //     o_t = Gs_t^T x_t the same way, the per-head output norm and the optional gate. A slice is
 //     the whole chunk unless the step's prompts are few or short (PickSolveRows).
+//     A tolerance-0 solve's late iterations take one f16 pass (see single_pass_residual): a
+//     slice converts its operands in place; a whole chunk hands its CG over (the handoff
+//     scratch) to a second kernel that runs them a warp per 16 tokens with no block barriers,
+//     and a third does its readout.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -67,6 +70,10 @@ struct MesaPrefillArgs {
   // of its tokens' residuals is at most this fraction of its start (0: always 3xTF32, and the
   // launch takes a kernel without that phase, whose 3xTF32 iterations are faster).
   float single_pass_residual;
+  // Scratch for the hand-off of whole-chunk solves to the f16 kernel, [num_chunks, H,
+  // MesaChunkedPrefillHandoffFloats(D)]; needed when single_pass_residual > 0 and solve_rows is
+  // 64 (cudaErrorInvalidValue without it).
+  float* handoff;
 };
 
 cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t stream);
@@ -75,6 +82,9 @@ cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t s
 // the slices holding tokens, one block an SM, still fit the device's SMs at once, else the whole
 // chunk (kPrefillChunk).
 int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count);
+
+// Floats of hand-off scratch per (chunk, head) at this head dim; 0 for an unsupported dim.
+size_t MesaChunkedPrefillHandoffFloats(int head_dim);
 
 // Dynamic shared memory the prefill's solve kernel needs per block at this head dim (a device
 // must offer at least this much per block, opted in, to run it); 0 for an unsupported dim.

@@ -134,7 +134,7 @@ struct CudaBackend::Impl {
   std::vector<int32_t> token_marks;  // [vocab], zero between steps: builds the penalty lists
   // Chunked prefill scratch, sized on demand (never used by captured graphs).
   int64_t cap_prefill_rows = 0, cap_chunks = 0;
-  DeviceBuffer q_norm, k_norm, log_gamma, beta, chunk_states;
+  DeviceBuffer q_norm, k_norm, log_gamma, beta, chunk_states, handoff;
 
   // Captured decode steps by (bucket, output); a bucket is captured on its second use. A
   // bucket whose capture failed runs eagerly from then on.
@@ -302,6 +302,9 @@ absl::Status CudaBackend::Impl::EnsurePrefillCapacity(int64_t rows, int64_t chun
     cap_chunks = 0;
     RETURN_IF_ERROR(chunk_states.Allocate(new_chunks * c.num_heads * 2 * c.head_dim * c.head_dim *
                                           sizeof(float)));
+    RETURN_IF_ERROR(handoff.Allocate(new_chunks * c.num_heads *
+                                     cuda::MesaChunkedPrefillHandoffFloats(c.head_dim) *
+                                     sizeof(float)));
     cap_chunks = new_chunks;
   }
   return absl::OkStatus();
@@ -389,6 +392,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   pre.log_gamma = log_gamma.as<float>();
   pre.beta = beta.as<float>();
   pre.chunk_states = chunk_states.as<float>();
+  pre.handoff = handoff.as<float>();
   pre.out_bf16 = args.out_bf16;
   pre.counters = args.counters + args.num_sequences * c.num_heads;
   pre.solve_rows = cuda::PickSolveRows(Host(kPreRowCount), prefill_count, c.num_heads, sm_count);

@@ -285,6 +285,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     float* d_lg = Upload(std::vector<float>(static_cast<size_t>(s.n) * H));
     float* d_beta = Upload(std::vector<float>(static_cast<size_t>(s.n) * H));
     float* d_chunk_states = Upload(std::vector<float>(static_cast<size_t>(chunks) * H * 2 * D * D));
+    float* d_handoff = Upload(
+        std::vector<float>(static_cast<size_t>(chunks) * H * MesaChunkedPrefillHandoffFloats(D)));
     // The fields both launch-argument structs share.
     auto fill_common = [&](auto& a) {
       a.weights = weights;
@@ -311,6 +313,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.log_gamma = d_lg;
       a.beta = d_beta;
       a.chunk_states = d_chunk_states;
+      a.handoff = d_handoff;
       a.solve_rows = path.solve_rows_or_sm_count;
       a.single_pass_residual = path.single_pass_residual;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
@@ -413,7 +416,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
           static_cast<void*>(d_iters), static_cast<void*>(d_zero), static_cast<void*>(d_chunk_seq),
           static_cast<void*>(d_counters), static_cast<void*>(d_out), static_cast<void*>(d_q),
           static_cast<void*>(d_k), static_cast<void*>(d_lg), static_cast<void*>(d_beta),
-          static_cast<void*>(d_chunk_states)}) {
+          static_cast<void*>(d_chunk_states), static_cast<void*>(d_handoff)}) {
       cudaFree(p);
     }
     for (const float* p : {weights.q_conv, weights.k_conv, weights.lambda, weights.a_bias,

@@ -267,6 +267,8 @@ void BenchPrefill(const Options& o, int sm_count, std::mt19937& rng) {
   a.beta = mem.Upload(std::vector<float>(static_cast<size_t>(rows) * l.H));
   a.chunk_states =
       mem.Upload(std::vector<float>(static_cast<size_t>(chunks) * l.H * 2 * l.D * l.D));
+  a.handoff = mem.Upload(
+      std::vector<float>(static_cast<size_t>(chunks) * l.H * MesaChunkedPrefillHandoffFloats(l.D)));
   // 3xTF32 products throughout, then one f16 pass from the first iteration on (a residual
   // bound of 1 holds at once): the two ends of the solve's single-pass switch.
   for (const float single_pass : {0.0f, 1.0f}) {
