@@ -51,9 +51,11 @@ struct HalfLayout {
 // The B operands keep f16 fragment order (BHalfOffset) with tiles 2m and 2m + 1 (neighbours along
 // n; every operand here has an even number of tiles a row) interleaved, a lane's two fragments in
 // one 16-byte word: one load for two tiles, half the loads of the products.
-__device__ __forceinline__ OperandElement PairedWordElement(int word, int cols) {
-  const int tile = 2 * (word >> 7) + ((word >> 1) & 1), lane = (word >> 2) & 31;
-  return BHalfWordElement((tile * 32 + lane) * 2 + (word & 1), cols);
+// The 32-bit word of element (k, n) (k even: with (k + 1, n)) of a paired B operand.
+__device__ __forceinline__ int PairedWordIndex(int k, int n, int cols) {
+  const int word = BHalfOffset(k, n, cols) >> 1;  // (tile * 32 + lane) * 2 + register
+  const int tile = word >> 6, lane = (word >> 1) & 31;
+  return ((tile >> 1) * 32 + lane) * 4 + (tile & 1) * 2 + (word & 1);
 }
 
 __device__ __forceinline__ uint4 LoadFragmentPair(const uint32_t* b, int first_tile) {
@@ -108,26 +110,41 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
 
   // The operands in f16 fragment order. Hs_c is symmetric: B = Hs_c for P Hs_c.
   const float hs_scale = rec[Rec::kHsScale];
-  const float* hs = ChunkState<D>(a, chunk, head, 0);
-#pragma unroll 8
-  for (int w = tid; w < D * D / 2; w += kHalfThreads) {
-    const OperandElement e = PairedWordElement(w, D);
-    words[Lo::kMat + w] =
-        PackHalves(hs_scale * hs[e.k * D + e.n], hs_scale * hs[(e.k + 1) * D + e.n]);
+  // Each thread converts whole float4s of two rows, every load of its share issued at once (the
+  // loops are unrolled): a load per word waited a memory round trip per few words.
+  const float4* hs = reinterpret_cast<const float4*>(ChunkState<D>(a, chunk, head, 0));
+  constexpr int kCols4 = D / 4;
+  static_assert(D / 2 * kCols4 % kHalfThreads == 0 && kL / 2 * kCols4 % kHalfThreads == 0,
+                "whole units for every thread");
+#pragma unroll
+  for (int i = 0; i < D / 2 * kCols4 / kHalfThreads; ++i) {  // rows k, k + 1, columns c..c + 3
+    const int unit = tid + i * kHalfThreads, k = 2 * (unit / kCols4), c = 4 * (unit % kCols4);
+    const float4 lo = hs[k * kCols4 + c / 4], hi = hs[(k + 1) * kCols4 + c / 4];
+    uint32_t* const mat = words + Lo::kMat;
+    mat[PairedWordIndex(k, c, D)] = PackHalves(hs_scale * lo.x, hs_scale * hi.x);
+    mat[PairedWordIndex(k, c + 1, D)] = PackHalves(hs_scale * lo.y, hs_scale * hi.y);
+    mat[PairedWordIndex(k, c + 2, D)] = PackHalves(hs_scale * lo.z, hs_scale * hi.z);
+    mat[PairedWordIndex(k, c + 3, D)] = PackHalves(hs_scale * lo.w, hs_scale * hi.w);
   }
+  // Keys s, s + 1 (zero past n), dims c..c + 3: four words of K^T (a word is dims c, c + 1 of a
+  // key) and four of K (keys s, s + 1 of a dim).
   const float* keys = a.k_norm + static_cast<int64_t>(first) * K + head * D;
-#pragma unroll 8
-  for (int w = tid; w < D * kL / 2; w += kHalfThreads) {  // K^T: a word is dims c, c + 1 of key s
-    const OperandElement e = PairedWordElement(w, kL);
-    const float2 v =
-        e.n < n ? *reinterpret_cast<const float2*>(keys + e.n * K + e.k) : make_float2(0.0f, 0.0f);
-    words[Lo::kKeysT + w] = PackHalves(v.x, v.y);
-  }
-#pragma unroll 8
-  for (int w = tid; w < kL * D / 2; w += kHalfThreads) {  // K: a word is keys s, s + 1 of dim c
-    const OperandElement e = PairedWordElement(w, D);
-    words[Lo::kKeys + w] = PackHalves(e.k < n ? keys[e.k * K + e.n] : 0.0f,
-                                      e.k + 1 < n ? keys[(e.k + 1) * K + e.n] : 0.0f);
+#pragma unroll
+  for (int i = 0; i < kL / 2 * kCols4 / kHalfThreads; ++i) {
+    const int unit = tid + i * kHalfThreads, s = 2 * (unit / kCols4), c = 4 * (unit % kCols4);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 k0 = s < n ? *reinterpret_cast<const float4*>(keys + s * K + c) : zero;
+    const float4 k1 = s + 1 < n ? *reinterpret_cast<const float4*>(keys + (s + 1) * K + c) : zero;
+    uint32_t* const keys_t = words + Lo::kKeysT;
+    keys_t[PairedWordIndex(c, s, kL)] = PackHalves(k0.x, k0.y);
+    keys_t[PairedWordIndex(c + 2, s, kL)] = PackHalves(k0.z, k0.w);
+    keys_t[PairedWordIndex(c, s + 1, kL)] = PackHalves(k1.x, k1.y);
+    keys_t[PairedWordIndex(c + 2, s + 1, kL)] = PackHalves(k1.z, k1.w);
+    uint32_t* const keys_h = words + Lo::kKeys;
+    keys_h[PairedWordIndex(s, c, D)] = PackHalves(k0.x, k1.x);
+    keys_h[PairedWordIndex(s, c + 1, D)] = PackHalves(k0.y, k1.y);
+    keys_h[PairedWordIndex(s, c + 2, D)] = PackHalves(k0.z, k1.z);
+    keys_h[PairedWordIndex(s, c + 3, D)] = PackHalves(k0.w, k1.w);
   }
   __syncthreads();  // the decays are published
 
