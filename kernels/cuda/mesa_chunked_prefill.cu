@@ -725,7 +725,8 @@ __device__ __forceinline__ void Readout(const MesaPrefillArgs& a, float* smem, i
 // What a tolerance-0 solve does once its residuals are small (see single_pass_residual below):
 // kNone, nothing (a step without tolerance-0 prompts: the f16 phase's registers slow the 3xTF32
 // iterations, 119.6 against 110.6 us a 140M layer at 8 x 2048 on an H200); kInPlace, converts its
-// operands to f16 in place and goes on (slices of a chunk); kHandOff, passes its CG to the f16
+// operands to f16 in place and goes on (slices, and whole chunks too few to fill the SMs, see
+// PrefillHandsOff); kHandOff, passes its CG to the f16
 // solve kernel through the hand-off record and leaves the readout to ReadoutKernel (whole chunks:
 // kernels/cuda/mesa_half_solve.cu).
 enum class LatePhase { kNone, kInPlace, kHandOff };
@@ -968,8 +969,9 @@ cudaError_t LaunchWithSharedMemory(Kernel kernel, int blocks, size_t smem, const
   return cudaGetLastError();
 }
 
-// A step with tolerance-0 prompts takes the kernel with the late f16 phase: whole chunks hand
-// their late iterations to the f16 solve kernel, then to ReadoutKernel; slices convert in place.
+// A step with tolerance-0 prompts takes the kernel with the late f16 phase: whole chunks given
+// the hand-off scratch pass their late iterations to the f16 solve kernel, then to
+// ReadoutKernel; the others convert in place.
 template <int D, int Rows>
 cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
   constexpr size_t kSmem = SolveLayout<D, Rows>::kTotal * sizeof(float);
@@ -977,19 +979,19 @@ cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
   if (a.single_pass_residual <= 0.0f) {
     return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kNone>, blocks, kSmem, a, stream);
   }
-  if constexpr (Rows != kL) {
-    return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kInPlace>, blocks, kSmem, a,
-                                  stream);
-  } else {
-    if (a.handoff == nullptr) return cudaErrorInvalidValue;
-    if (cudaError_t e = LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kHandOff>, blocks,
-                                               kSmem, a, stream);
-        e != cudaSuccess) {
-      return e;
+  if constexpr (Rows == kL) {
+    if (a.handoff != nullptr) {
+      if (cudaError_t e = LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kHandOff>, blocks,
+                                                 kSmem, a, stream);
+          e != cudaSuccess) {
+        return e;
+      }
+      if (cudaError_t e = LaunchMesaHalfSolve(a, stream); e != cudaSuccess) return e;
+      return LaunchWithSharedMemory(ReadoutKernel<D>, blocks, kSmem, a, stream);
     }
-    if (cudaError_t e = LaunchMesaHalfSolve(a, stream); e != cudaSuccess) return e;
-    return LaunchWithSharedMemory(ReadoutKernel<D>, blocks, kSmem, a, stream);
   }
+  return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kInPlace>, blocks, kSmem, a,
+                                stream);
 }
 
 template <int D>
@@ -1026,6 +1028,10 @@ size_t MesaChunkedPrefillSharedBytes(int head_dim) {
   if (head_dim == 64) return SolveLayout<64, kL>::kTotal * sizeof(float);
   if (head_dim == 128) return SolveLayout<128, kL>::kTotal * sizeof(float);
   return 0;
+}
+
+bool PrefillHandsOff(int64_t num_chunks, int num_heads, int sm_count) {
+  return num_chunks * num_heads > sm_count;
 }
 
 int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count) {

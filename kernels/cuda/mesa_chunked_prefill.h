@@ -15,9 +15,9 @@
 //     o_t = Gs_t^T x_t the same way, the per-head output norm and the optional gate. A slice is
 //     the whole chunk unless the step's prompts are few or short (PickSolveRows).
 //     A tolerance-0 solve's late iterations take one f16 pass (see single_pass_residual): a
-//     slice converts its operands in place; a whole chunk hands its CG over (the handoff
-//     scratch) to a second kernel that runs them a warp per 16 tokens with no block barriers,
-//     and a third does its readout.
+//     slice converts its operands in place; a whole chunk, in a step with more of them than
+//     SMs, hands its CG over (the handoff scratch) to a second kernel that runs them a warp per
+//     16 tokens with no block barriers, and a third does its readout.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -71,8 +71,8 @@ struct MesaPrefillArgs {
   // launch takes a kernel without that phase, whose 3xTF32 iterations are faster).
   float single_pass_residual;
   // Scratch for the hand-off of whole-chunk solves to the f16 kernel, [num_chunks, H,
-  // MesaChunkedPrefillHandoffFloats(D)]; needed when single_pass_residual > 0 and solve_rows is
-  // 64 (cudaErrorInvalidValue without it).
+  // MesaChunkedPrefillHandoffFloats(D)], or null: whole chunks then convert their operands in
+  // place as slices do (see PrefillHandsOff).
   float* handoff;
 };
 
@@ -82,6 +82,13 @@ cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t s
 // the slices holding tokens, one block an SM, still fit the device's SMs at once, else the whole
 // chunk (kPrefillChunk).
 int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count);
+
+// Whether a step's whole-chunk solves should hand their f16 iterations to the warp-local kernel
+// (MesaPrefillArgs::handoff): when their blocks outnumber the SMs. With at most one block an SM
+// that kernel's 4 warps a block take as long a CG iteration as the first kernel's 8 (measured on
+// an H200, one 512-token prompt of the 1B config: 103 us for 26 iterations either way), and the
+// hand-off and the separate readout only add.
+bool PrefillHandsOff(int64_t num_chunks, int num_heads, int sm_count);
 
 // Floats of hand-off scratch per (chunk, head) at this head dim; 0 for an unsupported dim.
 size_t MesaChunkedPrefillHandoffFloats(int head_dim);

@@ -392,7 +392,8 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   pre.log_gamma = log_gamma.as<float>();
   pre.beta = beta.as<float>();
   pre.chunk_states = chunk_states.as<float>();
-  pre.handoff = handoff.as<float>();
+  pre.handoff =
+      cuda::PrefillHandsOff(chunk_count, c.num_heads, sm_count) ? handoff.as<float>() : nullptr;
   pre.out_bf16 = args.out_bf16;
   pre.counters = args.counters + args.num_sequences * c.num_heads;
   pre.solve_rows = cuda::PickSolveRows(Host(kPreRowCount), prefill_count, c.num_heads, sm_count);

@@ -247,10 +247,14 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     int max_iterations;
     float single_pass_residual;
     const char* name;
+    bool hand_off = false;  // whole chunks at tolerance 0: through the f16 solve kernel
   } paths[] = {{true, kPrefillChunk, 1e-6f, 200, 0.0f, "chunked prefill, whole chunks"},
                {true, 32, 1e-6f, 200, 0.0f, "chunked prefill, slices of 32 tokens"},
                {true, 16, 1e-6f, 200, 0.0f, "chunked prefill, slices of 16 tokens"},
-               {true, kPrefillChunk, 0.0f, 30, 1e-2f, "chunked prefill, whole chunks, tolerance 0"},
+               {true, kPrefillChunk, 0.0f, 30, 1e-2f,
+                "chunked prefill, whole chunks, tolerance 0, handed off", true},
+               {true, kPrefillChunk, 0.0f, 30, 1e-2f,
+                "chunked prefill, whole chunks, tolerance 0, in place"},
                {true, 16, 0.0f, 30, 1e-2f, "chunked prefill, slices of 16 tokens, tolerance 0"},
                {false, 1 << 20, 1e-6f, 200, 0.0f, "token by token, 2 blocks per SM"},
                {false, 0, 1e-6f, 200, 0.0f, "token by token, 3 blocks per SM"},
@@ -313,7 +317,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.log_gamma = d_lg;
       a.beta = d_beta;
       a.chunk_states = d_chunk_states;
-      a.handoff = d_handoff;
+      a.handoff = path.hand_off ? d_handoff : nullptr;
       a.solve_rows = path.solve_rows_or_sm_count;
       a.single_pass_residual = path.single_pass_residual;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
@@ -442,6 +446,14 @@ TEST(PickSolveRowsTest, SlicesAChunkOnlyWhileTheSlicesHoldingTokensFitTheSms) {
   EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 14), 32);
   EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 13), kPrefillChunk);
   EXPECT_EQ(PickSolveRows(nullptr, 0, 6, 132), 16);  // no prompt: nothing launches
+}
+
+// Host code: runs without a GPU too.
+TEST(PrefillHandsOffTest, OnlyWhenTheWholeChunksOutnumberTheSms) {
+  EXPECT_FALSE(PrefillHandsOff(8, 12, 132));   // one 512-token prompt, 12 heads: 96 blocks
+  EXPECT_FALSE(PrefillHandsOff(11, 12, 132));  // 132 blocks: one an SM
+  EXPECT_TRUE(PrefillHandsOff(12, 11, 131));
+  EXPECT_TRUE(PrefillHandsOff(256, 6, 132));  // 8 x 2048 tokens, 6 heads
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MesaKernelsTest,
