@@ -55,6 +55,16 @@ RIDGE_HOST_DEVICE inline int BHalfOffset(int k, int n, int cols) {
   return (tile * 32 + lane) * 4 + ((k >> 3) & 1) * 2 + (k & 1);
 }
 
+// The same with the tiles of each pair 2m, 2m + 1 along n interleaved (cols / 8 even): lane l's
+// fragments of both tiles in one 16-byte piece, words (4 (m * 32 + l)...+3) = (b0, b1) of tile
+// 2m, then of tile 2m + 1, so that one load brings both. The 32-bit word of element (k, n), k
+// even, which holds (k, n) and (k + 1, n).
+RIDGE_HOST_DEVICE inline int BHalfPairedWord(int k, int n, int cols) {
+  const int word = BHalfOffset(k, n, cols) >> 1;  // (tile * 32 + lane) * 2 + register
+  const int tile = word >> 6, lane = (word >> 1) & 31;
+  return ((tile >> 1) * 32 + lane) * 4 + (tile & 1) * 2 + (word & 1);
+}
+
 struct OperandElement {
   int k, n;
 };

@@ -48,16 +48,9 @@ struct HalfLayout {
   static_assert(kX >= 2 * kL, "the decays fit in x's region");
 };
 
-// The B operands keep f16 fragment order (BHalfOffset) with tiles 2m and 2m + 1 (neighbours along
-// n; every operand here has an even number of tiles a row) interleaved, a lane's two fragments in
-// one 16-byte word: one load for two tiles, half the loads of the products.
-// The 32-bit word of element (k, n) (k even: with (k + 1, n)) of a paired B operand.
-__device__ __forceinline__ int PairedWordIndex(int k, int n, int cols) {
-  const int word = BHalfOffset(k, n, cols) >> 1;  // (tile * 32 + lane) * 2 + register
-  const int tile = word >> 6, lane = (word >> 1) & 31;
-  return ((tile >> 1) * 32 + lane) * 4 + (tile & 1) * 2 + (word & 1);
-}
-
+// The B operands keep f16 fragment order with the tiles of each pair along n interleaved
+// (BHalfPairedWord; every operand here has an even number of tiles a row): one 16-byte load a lane
+// for two tiles, half the loads of the products.
 __device__ __forceinline__ uint4 LoadFragmentPair(const uint32_t* b, int first_tile) {
   return reinterpret_cast<const uint4*>(b)[(first_tile >> 1) * 32 + (threadIdx.x & 31)];
 }
@@ -121,10 +114,10 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
     const int unit = tid + i * kHalfThreads, k = 2 * (unit / kCols4), c = 4 * (unit % kCols4);
     const float4 lo = hs[k * kCols4 + c / 4], hi = hs[(k + 1) * kCols4 + c / 4];
     uint32_t* const mat = words + Lo::kMat;
-    mat[PairedWordIndex(k, c, D)] = PackHalves(hs_scale * lo.x, hs_scale * hi.x);
-    mat[PairedWordIndex(k, c + 1, D)] = PackHalves(hs_scale * lo.y, hs_scale * hi.y);
-    mat[PairedWordIndex(k, c + 2, D)] = PackHalves(hs_scale * lo.z, hs_scale * hi.z);
-    mat[PairedWordIndex(k, c + 3, D)] = PackHalves(hs_scale * lo.w, hs_scale * hi.w);
+    mat[BHalfPairedWord(k, c, D)] = PackHalves(hs_scale * lo.x, hs_scale * hi.x);
+    mat[BHalfPairedWord(k, c + 1, D)] = PackHalves(hs_scale * lo.y, hs_scale * hi.y);
+    mat[BHalfPairedWord(k, c + 2, D)] = PackHalves(hs_scale * lo.z, hs_scale * hi.z);
+    mat[BHalfPairedWord(k, c + 3, D)] = PackHalves(hs_scale * lo.w, hs_scale * hi.w);
   }
   // Keys s, s + 1 (zero past n), dims c..c + 3: four words of K^T (a word is dims c, c + 1 of a
   // key) and four of K (keys s, s + 1 of a dim).
@@ -136,15 +129,15 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
     const float4 k0 = s < n ? *reinterpret_cast<const float4*>(keys + s * K + c) : zero;
     const float4 k1 = s + 1 < n ? *reinterpret_cast<const float4*>(keys + (s + 1) * K + c) : zero;
     uint32_t* const keys_t = words + Lo::kKeysT;
-    keys_t[PairedWordIndex(c, s, kL)] = PackHalves(k0.x, k0.y);
-    keys_t[PairedWordIndex(c + 2, s, kL)] = PackHalves(k0.z, k0.w);
-    keys_t[PairedWordIndex(c, s + 1, kL)] = PackHalves(k1.x, k1.y);
-    keys_t[PairedWordIndex(c + 2, s + 1, kL)] = PackHalves(k1.z, k1.w);
+    keys_t[BHalfPairedWord(c, s, kL)] = PackHalves(k0.x, k0.y);
+    keys_t[BHalfPairedWord(c + 2, s, kL)] = PackHalves(k0.z, k0.w);
+    keys_t[BHalfPairedWord(c, s + 1, kL)] = PackHalves(k1.x, k1.y);
+    keys_t[BHalfPairedWord(c + 2, s + 1, kL)] = PackHalves(k1.z, k1.w);
     uint32_t* const keys_h = words + Lo::kKeys;
-    keys_h[PairedWordIndex(s, c, D)] = PackHalves(k0.x, k1.x);
-    keys_h[PairedWordIndex(s, c + 1, D)] = PackHalves(k0.y, k1.y);
-    keys_h[PairedWordIndex(s, c + 2, D)] = PackHalves(k0.z, k1.z);
-    keys_h[PairedWordIndex(s, c + 3, D)] = PackHalves(k0.w, k1.w);
+    keys_h[BHalfPairedWord(s, c, D)] = PackHalves(k0.x, k1.x);
+    keys_h[BHalfPairedWord(s, c + 1, D)] = PackHalves(k0.y, k1.y);
+    keys_h[BHalfPairedWord(s, c + 2, D)] = PackHalves(k0.z, k1.z);
+    keys_h[BHalfPairedWord(s, c + 3, D)] = PackHalves(k0.w, k1.w);
   }
   __syncthreads();  // the decays are published
 

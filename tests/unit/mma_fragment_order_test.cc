@@ -126,6 +126,36 @@ TEST_P(FragmentOrderTest, HalfBWordElementInvertsTheOffset) {
   }
 }
 
+// The paired order gives every word its own place, and lane l's 16 bytes of pair m of a row of
+// tiles hold its m16n8k16 B fragment (b0 = B[2q..2q+1][g], b1 = B[2q+8..2q+9][g]) of tile 2m,
+// then of tile 2m + 1.
+TEST_P(FragmentOrderTest, HalfBPairedWordsHoldEachPairOfTilesFragments) {
+  const auto [rows, cols] = GetParam();
+  std::vector<int> hits(rows * cols / 2, 0);
+  for (int k = 0; k < rows; k += 2) {
+    for (int n = 0; n < cols; ++n) {
+      const int at = BHalfPairedWord(k, n, cols);
+      ASSERT_GE(at, 0);
+      ASSERT_LT(at, rows * cols / 2);
+      ++hits[at];
+    }
+  }
+  for (const int h : hits) EXPECT_EQ(h, 1);
+  for (int tile_row = 0; tile_row < rows / 16; ++tile_row) {
+    for (int pair = 0; pair < cols / 16; ++pair) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, q = lane % 4, k = 16 * tile_row;
+        const int base = ((tile_row * (cols / 16) + pair) * 32 + lane) * 4;
+        for (int second = 0; second < 2; ++second) {
+          const int n = 8 * (2 * pair + second) + g;
+          EXPECT_EQ(BHalfPairedWord(k + 2 * q, n, cols), base + 2 * second);
+          EXPECT_EQ(BHalfPairedWord(k + 2 * q + 8, n, cols), base + 2 * second + 1);
+        }
+      }
+    }
+  }
+}
+
 // The offset of (r, c) splits over the bits of c (the solve adds a thread's base offset to a
 // constant per column it owns).
 TEST_P(FragmentOrderTest, HalfAOffsetsAddOverTheBitsOfTheColumn) {
