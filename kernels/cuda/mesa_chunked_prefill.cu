@@ -339,7 +339,8 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
 // ---------------------------------------------------------------------------------------------
 // 5. Solve and readout: per (chunk, head, slice of its tokens). Every product of the solve runs on
 // the tensor cores as 3xTF32 (tf32x3_mma.h, about fp32 accuracy; the late iterations of a
-// tolerance-0 solve in one f16 pass) from operands kept in shared memory in fragment order. One
+// tolerance-0 solve in one f16 pass, here or in kernels/cuda/mesa_half_solve.cu, see LatePhase)
+// from operands kept in shared memory in fragment order. One
 // CG product A p_t for all tokens of the chunk is
 //   y_t = exp(G_t) Hs_c p_t + sum_{s<=t} beta_s exp(G_t - G_s) k_s (k_s . p_t) + lambda p_t,
 // taken as S = P K^T scaled by the intra-chunk weights W[t][s] in registers and stored, and
