@@ -239,7 +239,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
   // by token in both block shapes (sm_count picks the shape: a huge one keeps 2 blocks per SM, 0
   // takes the 3-per-SM shape where head dim and conv allow it). Tolerance 1e-6 within 200
   // iterations, and tolerance 0 with the default budget of 30, where the chunked solve's late
-  // iterations take single-pass f16 products (MesaPrefillArgs::single_pass_residual).
+  // iterations take single-pass f16 products (MesaPrefillArgs::single_pass_residual): whole
+  // chunks both handed off to the f16 solve kernel and converted in place.
   const struct {
     bool chunked;
     int solve_rows_or_sm_count;
