@@ -751,9 +751,8 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   constexpr int kSlices = kL / Rows;
   const int slice = blockIdx.x % kSlices;
   const int chunk = blockIdx.x / kSlices / a.num_heads, head = blockIdx.x / kSlices % a.num_heads;
-  const int j = a.table.chunk_sequence[chunk];
-  const int first = a.table.row_begin[j] + (chunk - a.table.chunk_begin[j]) * kL;
-  const int n = min(kL, a.table.row_begin[j] + a.table.row_count[j] - first);
+  const ChunkTokens tokens = LocateChunk(a, chunk);
+  const int j = tokens.sequence, first = tokens.first, n = tokens.count;
   const int row0 = slice * Rows;  // the chunk row of the block's first token
   if (row0 >= n) return;          // a slice past the prompt's end
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
@@ -950,9 +949,8 @@ __global__ void __launch_bounds__(kThreads, 1) ReadoutKernel(MesaPrefillArgs a) 
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
   const float* rec = HandoffRecord<D>(a, chunk, head);
   if (rec[Handoff<D>::kHandedOff] == 0.0f) return;
-  const int j = a.table.chunk_sequence[chunk];
-  const int first = a.table.row_begin[j] + (chunk - a.table.chunk_begin[j]) * kL;
-  const int n = min(kL, a.table.row_begin[j] + a.table.row_count[j] - first);
+  const ChunkTokens tokens = LocateChunk(a, chunk);
+  const int first = tokens.first, n = tokens.count;
   if (threadIdx.x < 32) ChunkDecays(a, first, n, head, smem + Lo::kG, smem + Lo::kBeta);
   const int t = threadIdx.x / kLanes, c0 = threadIdx.x % kLanes;
   float x[kCols];

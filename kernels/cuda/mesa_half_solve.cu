@@ -88,9 +88,8 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
   float* const rec = HandoffRecord<D>(a, chunk, head);
   if (rec[Rec::kHandedOff] == 0.0f) return;
-  const int j = a.table.chunk_sequence[chunk];
-  const int first = a.table.row_begin[j] + (chunk - a.table.chunk_begin[j]) * kL;
-  const int n = min(kL, a.table.row_begin[j] + a.table.row_count[j] - first);
+  const ChunkTokens tokens = LocateChunk(a, chunk);
+  const int j = tokens.sequence, first = tokens.first, n = tokens.count;
   const int K = a.num_heads * D, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gr = lane >> 2, q = lane & 3;
   const int row0 = kWarpRows * warp + gr;  // the thread's rows: row0 and row0 + 8

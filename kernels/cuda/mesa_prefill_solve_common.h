@@ -23,6 +23,17 @@ __device__ __forceinline__ float* ChunkState(const MesaPrefillArgs& a, int chunk
   return a.chunk_states + ((static_cast<int64_t>(chunk) * a.num_heads + head) * 2 + matrix) * D * D;
 }
 
+// Where chunk `chunk`'s tokens are: its sequence, the step row of its first token, and how many
+// it has (kL but in a prompt's last chunk).
+struct ChunkTokens {
+  int sequence, first, count;
+};
+__device__ __forceinline__ ChunkTokens LocateChunk(const MesaPrefillArgs& a, int chunk) {
+  const int j = a.table.chunk_sequence[chunk], seq_begin = a.table.row_begin[j];
+  const int first = seq_begin + (chunk - a.table.chunk_begin[j]) * kL;
+  return {j, first, min(kL, seq_begin + a.table.row_count[j] - first)};
+}
+
 // Run by the first warp: g[t] the inclusive prefix sum of the chunk's log decays (two tokens a
 // lane) and beta[t] its input gates, for t < kL (0 past n). The caller publishes them.
 __device__ __forceinline__ void ChunkDecays(const MesaPrefillArgs& a, int64_t first, int n,
