@@ -657,14 +657,6 @@ __device__ __forceinline__ void ChunkProduct(const Tiles& w, const float* x, con
   __syncthreads();  // Y published
 }
 
-// The Lanes threads of a token (consecutive lanes) each hold D / Lanes of its columns.
-template <int Lanes>
-__device__ __forceinline__ float RowSum(float v) {
-#pragma unroll
-  for (int offset = 1; offset < Lanes; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // Readout o_t = exp(G_t) Gs_c^T x_t + sum_{s<=t} exp(G_t - G_s) beta_s v_s (k_s . x_t) of the
 // block's tokens from x (the thread's columns of its token): the CG product's form with Gs_c for
 // Hs_c, values for keys (in the second product), X for P. Every earlier read of the operand
@@ -727,9 +719,8 @@ __device__ __forceinline__ void Readout(const MesaPrefillArgs& a, float* smem, i
 // kNone, nothing (a step without tolerance-0 prompts: the f16 phase's registers slow the 3xTF32
 // iterations, 119.6 against 110.6 us a 140M layer at 8 x 2048 on an H200); kInPlace, converts its
 // operands to f16 in place and goes on (slices, and whole chunks too few to fill the SMs, see
-// PrefillHandsOff); kHandOff, passes its CG to the f16
-// solve kernel through the hand-off record and leaves the readout to ReadoutKernel (whole chunks:
-// kernels/cuda/mesa_half_solve.cu).
+// PrefillHandsOff); kHandOff, passes its CG to the f16 solve kernel through the hand-off record
+// and leaves the readout to ReadoutKernel (whole chunks: kernels/cuda/mesa_half_solve.cu).
 enum class LatePhase { kNone, kInPlace, kHandOff };
 
 template <int D, int Rows, LatePhase kLate>
@@ -892,8 +883,8 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
     }
     if (tid == 0) rec[Handoff<D>::kHandedOff] = 0.0f;
   }
-  if (kLate == LatePhase::kInPlace &&
-      half) {  // the operands to f16; S's region is free until the first product
+  // The operands to f16; S's region is free until the first product.
+  if (kLate == LatePhase::kInPlace && half) {
     uint32_t* const keys_t_half = reinterpret_cast<uint32_t*>(keys_t);
     uint32_t* const keys_half = keys_t_half + kL * D / 2;
     uint32_t* const mat_half = reinterpret_cast<uint32_t*>(keys);
@@ -902,11 +893,7 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
       float largest = 0.0f;
 #pragma unroll
       for (int c = 0; c < kCols; ++c) largest = fmaxf(largest, fabsf(p[c]));
-#pragma unroll
-      for (int offset = 1; offset < kLanes; offset <<= 1) {
-        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
-      }
-      const float scale = PowerOfTwoScale(largest);
+      const float scale = PowerOfTwoScale(RowMax<kLanes>(largest));
       p_unscale = 1.0f / scale;  // a power of two: exact
       __half* const p_half = reinterpret_cast<__half*>(p_s);
       const int p_half_base = AHalfOffset(local, c0, D);  // as p_at

@@ -67,16 +67,6 @@ __device__ __forceinline__ float2 Unpack(uint32_t word) {
   return __half22float2(*reinterpret_cast<const __half2*>(&word));
 }
 
-// Sum (or max) over the 4 lanes of a row.
-__device__ __forceinline__ float QuadSum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-__device__ __forceinline__ float QuadMax(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
 template <int D>
 __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillArgs a) {
   using Lo = HalfLayout<D>;
@@ -194,7 +184,7 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // every lane shuffles: rows differ in update
-      const float row_largest = QuadMax(largest[h]);
+      const float row_largest = RowMax<4>(largest[h]);
       if (update[h]) scale[h] = PowerOfTwoScale(row_largest);
     }
 #pragma unroll
@@ -296,7 +286,7 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       // A is SPD, so (p, A p) <= 0 only when p vanished: the residual is at rounding level.
-      p_ap[h] = QuadSum(p_ap[h]);
+      p_ap[h] = RowSum<4>(p_ap[h]);
       step[h] = active[h] && p_ap[h] > 0.0f;
       alpha[h] = step[h] ? __fdividef(scale[h] * delta[h], p_ap[h]) : 0.0f;
     }
@@ -320,7 +310,7 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
     float coefficient[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      delta_new[h] = QuadSum(delta_new[h]);
+      delta_new[h] = RowSum<4>(delta_new[h]);
       coefficient[h] = 0.0f;
       if (step[h]) {
         coefficient[h] = __fdividef(delta_new[h], delta[h] * scale[h]);  // beta for p = p^ / s

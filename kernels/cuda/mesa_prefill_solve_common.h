@@ -34,6 +34,23 @@ __device__ __forceinline__ ChunkTokens LocateChunk(const MesaPrefillArgs& a, int
   return {j, first, min(kL, seq_begin + a.table.row_count[j] - first)};
 }
 
+// The sum and the largest of v over the Lanes consecutive lanes (a power of two) that hold a
+// token's columns, in every one of them.
+template <int Lanes>
+__device__ __forceinline__ float RowSum(float v) {
+#pragma unroll
+  for (int offset = 1; offset < Lanes; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+template <int Lanes>
+__device__ __forceinline__ float RowMax(float v) {
+#pragma unroll
+  for (int offset = 1; offset < Lanes; offset <<= 1) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
 // Run by the first warp: g[t] the inclusive prefix sum of the chunk's log decays (two tokens a
 // lane) and beta[t] its input gates, for t < kL (0 past n). The caller publishes them.
 __device__ __forceinline__ void ChunkDecays(const MesaPrefillArgs& a, int64_t first, int n,
