@@ -469,8 +469,9 @@ constexpr int kMinChains = 4;
 // acc[i][j] += A's row of tiles m0 + i times B's column of tiles n0 + j, both in fragment order,
 // over the first kSteps k-steps of kMmaK<kHalf> (A has kATiles tiles a row of tiles, B
 // b_tiles_per_row). kHalf: one f16 pass instead of 3xTF32 (MmaPass), as in all the products
-// below.
-template <bool kHalf, int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps>
+// below; kExactA: A's elements are TF32 values (MmaPass).
+template <bool kHalf, int kTilesM, int kTilesN, int kSteps, int kUnroll, int kATiles = kSteps,
+          bool kExactA = false>
 __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const float* b,
                                                 int b_tiles_per_row, int n0,
                                                 float (&acc)[kTilesM][kTilesN][4]) {
@@ -485,13 +486,15 @@ __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const fl
       const int k = k0 + c;
       FragmentA fa[kTilesM];
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA<kHalf>(a, (m0 + i) * kATiles + k);
+      for (int i = 0; i < kTilesM; ++i) {
+        fa[i] = LoadFragmentA < kHalf || kExactA > (a, (m0 + i) * kATiles + k);
+      }
 #pragma unroll
       for (int j = 0; j < kTilesN; ++j) {
         const FragmentB fb = LoadFragmentB<kHalf>(b, k * b_tiles_per_row + n0 + j);
 #pragma unroll
         for (int i = 0; i < kTilesM; ++i) {
-          MmaPass<kHalf>(c == 0 ? acc[i][j] : more[c > 0 ? c - 1 : 0][i][j], fa[i], fb);
+          MmaPass<kHalf, kExactA>(c == 0 ? acc[i][j] : more[c > 0 ? c - 1 : 0][i][j], fa[i], fb);
         }
       }
     }
@@ -600,8 +603,8 @@ __device__ __forceinline__ void IntraChunkProduct(const Tiles& w, const float* s
 }
 
 // s_acc = X K^T and y_acc = X M over D in one pass, each A fragment of X loaded and split once
-// for both.
-template <bool kHalf, typename Tiles>
+// for both (kExactX: X's elements are TF32 values, not split).
+template <bool kHalf, bool kExactX, typename Tiles>
 __device__ __forceinline__ void BothProductsOfX(const Tiles& w, const float* x, const float* keys_t,
                                                 const float* m, STiles<Tiles>& s_acc,
                                                 YTiles<Tiles>& y_acc) {
@@ -611,26 +614,29 @@ __device__ __forceinline__ void BothProductsOfX(const Tiles& w, const float* x, 
   for (int k = 0; k < kSteps; ++k) {
     FragmentA fa[kTilesM];
 #pragma unroll
-    for (int i = 0; i < kTilesM; ++i) fa[i] = LoadFragmentA<kHalf>(x, (w.m0 + i) * kSteps + k);
+    for (int i = 0; i < kTilesM; ++i) {
+      fa[i] = LoadFragmentA < kHalf || kExactX > (x, (w.m0 + i) * kSteps + k);
+    }
 #pragma unroll
     for (int j = 0; j < Tiles::kSTilesN; ++j) {
       const FragmentB fb = LoadFragmentB<kHalf>(keys_t, k * (kL / 8) + w.s_n0 + j);
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) MmaPass<kHalf>(s_acc[i][j], fa[i], fb);
+      for (int i = 0; i < kTilesM; ++i) MmaPass<kHalf, kExactX>(s_acc[i][j], fa[i], fb);
     }
 #pragma unroll
     for (int j = 0; j < Tiles::kTilesN; ++j) {
       const FragmentB fb = LoadFragmentB<kHalf>(m, k * kDTiles + w.n0 + j);
 #pragma unroll
-      for (int i = 0; i < kTilesM; ++i) MmaPass<kHalf>(y_acc[i][j], fa[i], fb);
+      for (int i = 0; i < kTilesM; ++i) MmaPass<kHalf, kExactX>(y_acc[i][j], fa[i], fb);
     }
   }
 }
 
 // Y = A X for the block's tokens (X in fragment order in x): three products and two barriers;
 // on return Y is published. The caller has published X, and the matrices. m_factor undoes a
-// scale of m (f16 products: Hs_c scaled into f16's range).
-template <int LdY, bool kHalf, typename Tiles>
+// scale of m (f16 products: Hs_c scaled into f16's range). kExactX: X's elements are TF32
+// values, which takes its two products in two passes instead of three.
+template <int LdY, bool kHalf, bool kExactX = false, typename Tiles>
 __device__ __forceinline__ void ChunkProduct(const Tiles& w, const float* x, const float* m,
                                              float m_factor, const float* keys_t, const float* keys,
                                              const float* g, const float* beta, float* s,
@@ -639,17 +645,17 @@ __device__ __forceinline__ void ChunkProduct(const Tiles& w, const float* x, con
   YTiles<Tiles> acc = {};
   if constexpr (Tiles::kTilesM * Tiles::kSTilesN >= kMinChains) {
     STiles<Tiles> s_acc = {};
-    BothProductsOfX<kHalf>(w, x, keys_t, m, s_acc, acc);
+    BothProductsOfX<kHalf, kExactX>(w, x, keys_t, m, s_acc, acc);
     StoreWeightedKeys<kHalf>(w, s_acc, g, beta, s);
   } else {  // few tiles a warp: each product in turn, in its own accumulator chains
     {
       STiles<Tiles> s_acc = {};
-      AccumulateTiles<kHalf, Tiles::kTilesM, Tiles::kSTilesN, kDSteps, 4>(x, w.m0, keys_t, kL / 8,
-                                                                          w.s_n0, s_acc);
+      AccumulateTiles<kHalf, Tiles::kTilesM, Tiles::kSTilesN, kDSteps, 4, kDSteps, kExactX>(
+          x, w.m0, keys_t, kL / 8, w.s_n0, s_acc);
       StoreWeightedKeys<kHalf>(w, s_acc, g, beta, s);
     }
-    AccumulateTiles<kHalf, Tiles::kTilesM, Tiles::kTilesN, kDSteps, 2>(x, w.m0, m, Tiles::kDTiles,
-                                                                       w.n0, acc);
+    AccumulateTiles<kHalf, Tiles::kTilesM, Tiles::kTilesN, kDSteps, 2, kDSteps, kExactX>(
+        x, w.m0, m, Tiles::kDTiles, w.n0, acc);
   }
   ScaleByDecay(w, g, m_factor, acc);
   __syncthreads();  // S published
@@ -787,9 +793,13 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   auto converged = [&](float d) { return tolerance > 0.0f && sqrtf(d) <= stop_norm; };
   bool active = initial_norm > 0.0f && !converged(delta);
   int iterations = 0;
+  // The search direction p is rounded to TF32 at every store into P: the products of P then
+  // take two passes instead of three (MmaPass's kExactA) and stay exact, and x and r move along
+  // the rounded p whose product was taken, so CG stays consistent. A float64 simulation
+  // (tools/sim/cg_precision.py) finds x as accurate as with p unrounded.
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    p[c] = active ? r[c] : 0.0f;
+    p[c] = Tf32High(active ? r[c] : 0.0f);
     p_s[p_at(c)] = p[c];
   }
   // A tolerance-0 solve runs its whole budget, and once every token of the block is within
@@ -853,10 +863,13 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
       half = __syncthreads_and(!active || sqrtf(delta) <= single_pass_norm);
       if (half) break;
     }
-    ChunkProduct<Lo::kLdY, false>(tiles, p_s, mat, 1.0f, keys_t, keys, g_s, beta_s, s_s, y_s);
+    ChunkProduct<Lo::kLdY, false, true>(tiles, p_s, mat, 1.0f, keys_t, keys, g_s, beta_s, s_s, y_s);
     cg_step(it, 1.0f);
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) p_s[p_at(c)] = p[c];
+    for (int c = 0; c < kCols; ++c) {
+      p[c] = Tf32High(p[c]);
+      p_s[p_at(c)] = p[c];
+    }
   }
   if constexpr (kLate == LatePhase::kHandOff) {
     float* const rec = HandoffRecord<D>(a, chunk, head);

@@ -12,6 +12,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
+bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 __device__ __forceinline__ float BlockSum(float v) {
   __shared__ float warp_sums[kThreads / 32];
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -32,26 +34,69 @@ __global__ void EmbedRowsKernel(const int32_t* ids, const __nv_bfloat16* table, 
   }
 }
 
+// Four consecutive bf16 values as one 8-byte store (the address must be 8-byte aligned).
+__device__ __forceinline__ void StoreBf16x4(__nv_bfloat16* out, float a, float b, float c,
+                                            float d) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 packed;
+  packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+  packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(out) = packed;
+}
+
+// kVec: 4 when cols is a multiple of 4 (rows then float4-aligned; one 16-byte load per 4
+// columns), else 1. The second pass rereads the row from L1. (Scalar loads took 73 us per
+// RMSNorm of a 1B prefill layer at 8 x 2048 on an H200, 40% of the DRAM peak.)
+template <int kVec>
 __global__ void RmsNormKernel(const float* in, const int32_t* row_index, const float* weight,
                               int64_t cols, float eps, __nv_bfloat16* out) {
   WaitForPreviousKernel();
   const int64_t row = blockIdx.x;
   const float* src = in + (row_index != nullptr ? row_index[row] : row) * cols;
+  __nv_bfloat16* dst = out + row * cols;
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += kThreads) sum += src[c] * src[c];
-  const float scale = rsqrtf(BlockSum(sum) / static_cast<float>(cols) + eps);
-  for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
-    out[row * cols + c] = __float2bfloat16(src[c] * scale * weight[c]);
+  if constexpr (kVec == 4) {
+    const float4* src4 = reinterpret_cast<const float4*>(src);
+    for (int64_t c = threadIdx.x; c < cols / 4; c += kThreads) {
+      const float4 v = src4[c];
+      sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    const float scale = rsqrtf(BlockSum(sum) / static_cast<float>(cols) + eps);
+    const float4* weight4 = reinterpret_cast<const float4*>(weight);
+    for (int64_t c = threadIdx.x; c < cols / 4; c += kThreads) {
+      const float4 v = src4[c], w = weight4[c];
+      StoreBf16x4(dst + 4 * c, v.x * scale * w.x, v.y * scale * w.y, v.z * scale * w.z,
+                  v.w * scale * w.w);
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < cols; c += kThreads) sum += src[c] * src[c];
+    const float scale = rsqrtf(BlockSum(sum) / static_cast<float>(cols) + eps);
+    for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
+      dst[c] = __float2bfloat16(src[c] * scale * weight[c]);
+    }
   }
 }
 
+// out[row][c] = silu(in[row][c]) * in[row][inter + c], a thread per kVec columns (4 when inter
+// is a multiple of 4: 16-byte loads, an 8-byte store; else 1). (A thread per column took 401 us
+// of a 1B prefill layer at 8 x 2048 on an H200, a third of the DRAM peak.)
+template <int kVec>
 __global__ void SwiGluKernel(const float* in, int64_t rows, int64_t inter, __nv_bfloat16* out) {
   WaitForPreviousKernel();
+  const int64_t groups = inter / kVec;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= rows * inter) return;
-  const int64_t row = i / inter, col = i % inter;
-  const float g = in[row * 2 * inter + col];
-  out[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * in[row * 2 * inter + inter + col]);
+  if (i >= rows * groups) return;
+  const int64_t row = i / groups, col = (i % groups) * kVec;
+  const float* gate = in + row * 2 * inter + col;
+  auto silu_times = [](float g, float u) { return g / (1.0f + __expf(-g)) * u; };
+  if constexpr (kVec == 4) {
+    const float4 g = *reinterpret_cast<const float4*>(gate);
+    const float4 u = *reinterpret_cast<const float4*>(gate + inter);
+    StoreBf16x4(out + row * inter + col, silu_times(g.x, u.x), silu_times(g.y, u.y),
+                silu_times(g.z, u.z), silu_times(g.w, u.w));
+  } else {
+    out[row * inter + col] = __float2bfloat16(silu_times(gate[0], gate[inter]));
+  }
 }
 
 // Greedy picks: a thread-block cluster of kArgmaxBlocks blocks a row, each taking a slice with
@@ -143,17 +188,20 @@ cudaError_t LaunchRmsNormToBf16(const float* in, const int32_t* row_index, const
                                 cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   // Launched to overlap the tail of the product before it (see dependent_launch.h).
-  return LaunchDependent(RmsNormKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0,
-                         stream, in, row_index, weight, cols, eps,
-                         static_cast<__nv_bfloat16*>(out_bf16));
+  const bool vec4 = cols % 4 == 0 && Aligned(in, 16) && Aligned(weight, 16) && Aligned(out_bf16, 8);
+  return LaunchDependent(vec4 ? RmsNormKernel<4> : RmsNormKernel<1>,
+                         dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, in,
+                         row_index, weight, cols, eps, static_cast<__nv_bfloat16*>(out_bf16));
 }
 
 cudaError_t LaunchSwiGlu(const float* in, int64_t rows, int64_t inter, void* out_bf16,
                          cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const int64_t blocks = (rows * inter + kThreads - 1) / kThreads;
-  return LaunchDependent(SwiGluKernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
-                         stream, in, rows, inter, static_cast<__nv_bfloat16*>(out_bf16));
+  const int vec = inter % 4 == 0 && Aligned(in, 16) && Aligned(out_bf16, 8) ? 4 : 1;
+  const int64_t blocks = (rows * inter / vec + kThreads - 1) / kThreads;
+  return LaunchDependent(vec == 4 ? SwiGluKernel<4> : SwiGluKernel<1>,
+                         dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, in, rows,
+                         inter, static_cast<__nv_bfloat16*>(out_bf16));
 }
 
 cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, int64_t stride,

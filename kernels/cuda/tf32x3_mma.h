@@ -103,11 +103,15 @@ constexpr int kMmaK = kHalf ? 16 : 8;
 
 // c += a * b over kMmaK<kHalf>: in one f16 pass (fragments loaded <true>; operands rounded to
 // f16 carry about 2^-11 relative error, as TF32's do), or to about fp32 accuracy (MmaTf32x3,
-// fragments split).
-template <bool kHalf>
+// fragments split). kExactA: a's elements are TF32 values already (its fragments loaded
+// unsplit, <true>), so a.lo would be zero and fp32 accuracy takes two passes.
+template <bool kHalf, bool kExactA = false>
 __device__ __forceinline__ void MmaPass(float (&c)[4], const FragmentA& a, const FragmentB& b) {
   if constexpr (kHalf) {
     MmaF16(c, a.hi, b.hi);
+  } else if constexpr (kExactA) {
+    MmaTf32(c, a.hi, b.lo);
+    MmaTf32(c, a.hi, b.hi);
   } else {
     MmaTf32x3(c, a, b);
   }

@@ -1,7 +1,8 @@
 // The row kernels of the GPU forward pass (kernels/cuda/row_kernels.h) against the CPU's:
 // greedy picks against GreedyToken (ties, NaN, infinities, rows where nothing beats -inf, rows
 // of 1 to 151936 tokens with padded strides, more rows than a grid's y dimension holds) and
-// RMSNorm against RmsNormRows (float4 and unaligned widths, gathered rows). Skips without a GPU.
+// RMSNorm against RmsNormRows (float4 and unaligned widths, gathered rows) and SwiGLU against
+// SwiGluRows (widths a multiple of 4 or not, large inputs). Skips without a GPU.
 #include "kernels/cuda/row_kernels.h"
 
 #include <cuda_runtime.h>
@@ -150,6 +151,39 @@ TEST(RowKernelsTest, RmsNormMatchesTheCpu) {
       CheckRmsNorm(rows, cols, /*gathered=*/false);
       CheckRmsNorm(rows, cols, /*gathered=*/true);
     }
+  }
+}
+
+void CheckSwiGlu(int64_t rows, int64_t inter) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + ", inter " + std::to_string(inter));
+  std::mt19937 rng(static_cast<uint32_t>(rows * 13 + inter));
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> in(rows * 2 * inter);
+  for (float& v : in) v = normal(rng);
+  in[0] = -200.0f;  // silu underflows to -0 rather than NaN
+  in[inter - 1] = 200.0f;
+  std::vector<float> expected(rows * inter);
+  SwiGluRows(in.data(), rows, static_cast<int>(inter), expected.data());
+  DeviceArray<float> d_in(in);
+  DeviceArray<uint16_t> d_out(std::vector<uint16_t>(rows * inter, 0xffff));
+  ASSERT_EQ(LaunchSwiGlu(d_in.get(), rows, inter, d_out.get(), nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> got = d_out.Download();
+  int mismatches = 0;
+  for (int64_t i = 0; i < rows * inter && mismatches < 5; ++i) {
+    // bf16 rounding (2^-9) plus the fast exp's few ulps.
+    const float g = Bf16ToFloat(got[i]), e = expected[i];
+    if (!(std::fabs(g - e) <= std::ldexp(std::fabs(e), -8) + 1e-6f)) {
+      ++mismatches;
+      ADD_FAILURE() << "element " << i << ": " << g << ", CPU " << e;
+    }
+  }
+}
+
+TEST(RowKernelsTest, SwiGluMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t inter : {4, 6, 768, 1001, 4096}) {
+    for (int64_t rows : {1, 9, 257}) CheckSwiGlu(rows, inter);
   }
 }
 

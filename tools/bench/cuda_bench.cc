@@ -3,7 +3,7 @@
 // device's measured copy ceiling, and prefill tok/s. Prints one line per measurement.
 //
 //   cuda_bench --config tools/bench/configs/mesanet-140m.json [--prompt 512] [--decode-steps 64]
-//              [--batches 1,16,64,256] [--tolerances 0,1e-3,1e-4] [--max-iterations 30]
+//              [--batches 1,16,64,256 | none] [--tolerances 0,1e-3,1e-4] [--max-iterations 30]
 //              [--prefill-batch 8] [--prefill-len 2048 | --prefill-lens 8,16,32]
 //              [--chunked-min N (default: the backend's)] [--no-graphs] [--sample]
 //              [--single-pass-residual R (default: the backend's; 0: 3xTF32 throughout)]
@@ -221,7 +221,11 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t max_iterations, args.Int("max-iterations", 30));
   ASSIGN_OR_RETURN(const int64_t prefill_batch, args.Int("prefill-batch", 8));
   ASSIGN_OR_RETURN(const int64_t prefill_len, args.Int("prefill-len", 2048));
-  ASSIGN_OR_RETURN(const auto batches, args.NumberList("batches", "1,16,64,256"));
+  // --batches none skips the decode measurements (a prefill-only run, e.g. under a profiler).
+  std::vector<double> batches;
+  if (args.StringOr("batches", "") != "none") {
+    ASSIGN_OR_RETURN(batches, args.NumberList("batches", "1,16,64,256"));
+  }
   ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3,1e-4"));
   ASSIGN_OR_RETURN(const auto prefill_tols, args.NumberList("prefill-tolerances", "0"));
   ASSIGN_OR_RETURN(const auto prefill_lens,

@@ -73,6 +73,26 @@ def bench_prefill(model, cfg, batch, length):
           f"tok/s {batch * length / best:10.0f}", flush=True)
 
 
+@torch.no_grad()
+def profile_prefill(model, cfg, batch, length, rows=40):
+    """One prefill forward under torch.profiler: the CUDA kernels by total time, per layer."""
+    from torch.profiler import ProfilerActivity, profile
+    ids = torch.randint(0, cfg.vocab_size, (batch, length), device="cuda")
+    model(input_ids=ids, use_cache=False)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model(input_ids=ids, use_cache=False)
+        torch.cuda.synchronize()
+    layers = cfg.num_hidden_layers
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    events.sort(key=lambda e: -e.self_device_time_total)
+    total = sum(e.self_device_time_total for e in events)
+    print(f"anchor profile {batch} x {length}: kernels {total / 1e3:.2f} ms, "
+          f"{total / layers / 1e3:.3f} ms a layer; us a layer, calls, kernel", flush=True)
+    for e in events[:rows]:
+        print(f"  {e.self_device_time_total / layers:9.1f} {e.count:6d}  {e.key[:110]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
@@ -81,6 +101,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--prefill-batch", type=int, default=8)
     ap.add_argument("--prefill-len", type=int, default=2048)
+    ap.add_argument("--profile", action="store_true",
+                    help="also print the prefill's CUDA kernels by time (torch.profiler)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cfg, model = build(args.config)
@@ -91,6 +113,8 @@ def main():
           flush=True)
     if args.prefill_batch > 0:
         bench_prefill(model, cfg, args.prefill_batch, args.prefill_len)
+        if args.profile:
+            profile_prefill(model, cfg, args.prefill_batch, args.prefill_len)
     for b in [int(x) for x in args.batches.split(",") if x]:
         bench_decode(model, cfg, b, args.prompt, args.new_tokens)
     print(f"anchor total {time.perf_counter() - t0:.0f} s", flush=True)
