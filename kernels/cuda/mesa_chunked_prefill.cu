@@ -38,8 +38,12 @@ __device__ __forceinline__ float* LayerBase(const MesaPrefillArgs& a, int j) {
 
 constexpr int kPrepareBatch = 16;
 
-template <int D>
+// kConv: the conv size when known at compile time (the common 4: its taps and the window's shifts
+// then need no predicates; ncu timed the generic kernel at 388 us a 1B layer at 8 x 2048), or 0
+// for any size up to kMaxConvSize.
+template <int D, int kConv>
 __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
+  constexpr int kTaps = kConv > 0 ? kConv : kMaxConvSize;
   constexpr int kVecWarps = D / 32;  // warps holding q (then as many holding k)
   __shared__ float sums[kPrepareBatch][kWarps];
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
@@ -47,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
   const int seq_begin = a.table.row_begin[j];
   const int first = seq_begin + (chunk - a.table.chunk_begin[j]) * kL;
   const int n = min(kL, seq_begin + a.table.row_count[j] - first);
-  const int H = a.num_heads, K = H * D, W = a.conv_size, tid = threadIdx.x;
+  const int H = a.num_heads, K = H * D, W = kConv > 0 ? kConv : a.conv_size, tid = threadIdx.x;
 
   if (tid < n) {
     const int64_t row = first + tid;
@@ -64,17 +68,17 @@ __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
   const int which = conv_thread ? tid / D : 0, channel = head * D + tid % D;
   const float* input = a.proj + which * K + channel;  // + row * proj_stride
   const float* weight = (which == 0 ? a.weights.q_conv : a.weights.k_conv) + channel * W;
-  float w[kMaxConvSize];
+  float w[kTaps];
 #pragma unroll
-  for (int i = 0; i < kMaxConvSize; ++i) w[i] = conv_thread && i < W ? weight[i] : 0.0f;
+  for (int i = 0; i < kTaps; ++i) w[i] = conv_thread && i < W ? weight[i] : 0.0f;
   // The W-1 raw inputs before the current token, oldest first; rows before the sequence come
   // from the slot's tail.
-  float window[kMaxConvSize - 1];
+  float window[kTaps - 1];
   {
     const float* tail =
         LayerBase(a, j) + SlotTailsOffset(H, D) + static_cast<int64_t>(which) * (W - 1) * K;
 #pragma unroll
-    for (int i = 0; i < kMaxConvSize - 1; ++i) {
+    for (int i = 0; i < kTaps - 1; ++i) {
       const int src = first - (W - 1) + i;
       window[i] = !conv_thread || i >= W - 1 ? 0.0f
                   : src >= seq_begin
@@ -98,14 +102,14 @@ __global__ void __launch_bounds__(kThreads) PrepareKernel(MesaPrefillArgs a) {
       // indices only, so that window stays in registers).
       float sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kMaxConvSize; ++i) {
-        const float x = i < W - 1 ? window[i < kMaxConvSize - 1 ? i : 0] : raw[u];
+      for (int i = 0; i < kTaps; ++i) {
+        const float x = i < W - 1 ? window[i < kTaps - 1 ? i : 0] : raw[u];
         if (i < W) sum += w[i] * x;
       }
 #pragma unroll
-      for (int i = 0; i < kMaxConvSize - 1; ++i) {
+      for (int i = 0; i < kTaps - 1; ++i) {
         if (i < W - 2) {
-          window[i] = window[i + 1 < kMaxConvSize - 1 ? i + 1 : i];
+          window[i] = window[i + 1 < kTaps - 1 ? i + 1 : i];
         } else if (i == W - 2) {
           window[i] = raw[u];
         }
@@ -939,24 +943,149 @@ __global__ void __launch_bounds__(kThreads, 1) SolveKernel(MesaPrefillArgs a) {
   Readout<D, Rows>(a, smem, chunk, head, first, n, row0, x, half);
 }
 
-// The readout of every handed-off whole chunk, from the x the f16 solve left in its record.
+// The readout of every handed-off whole chunk, from the x the f16 solve left in its record: the
+// products of Readout, in an order that streams Gs_c through shared memory in four slices of 32
+// rows, so that a block needs 113 KB and two fit an SM, one's loads under the other's products.
+// (Readout's layout, 210 KB, one block an SM, loads then products in every block: ncu timed 765
+// us a 1B layer at 8 x 2048 on an H200.) In order: S = X K^T weighted; Y = X Gs_c slice by slice,
+// the next slice loading meanwhile, V into K^T's region; Y = decay Y + S V; the RMSNorm from the
+// accumulators, its row sums across the warps through shared memory.
 template <int D>
-__global__ void __launch_bounds__(kThreads, 1) ReadoutKernel(MesaPrefillArgs a) {
-  using Lo = SolveLayout<D, kL>;
-  constexpr int kLanes = kThreads / kL, kCols = D / kLanes;
+struct StreamedReadoutLayout {
+  static constexpr int kSliceRows = 32;
+  static constexpr int kSlices = D / kSliceRows;
+  static constexpr int kX = 0;                         // X: A operand [kL, D], fragment order
+  static constexpr int kKeys = kX + kL * D;            // K^T [D, kL], then V [kL, D]: B operands
+  static constexpr int kGs = kKeys + kL * D;           // two slices of Gs_c [kSliceRows, D]
+  static constexpr int kS = kGs + 2 * kSliceRows * D;  // weighted S [kL, kL], then row sums
+  static constexpr int kG = kS + kL * kL;              // [kL]
+  static constexpr int kBeta = kG + kL;                // [kL]
+  static constexpr int kTotal = kBeta + kL;
+  static_assert(kSlices >= 2 && kSlices * kSliceRows == D, "whole slices, two stages");
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) ReadoutKernel(MesaPrefillArgs a) {
+  using Lo = StreamedReadoutLayout<D>;
+  using Tiles = SolveWarpTiles<D, kL>;
+  constexpr int kKSteps = Lo::kSliceRows / 8;  // k-steps of a slice
+  constexpr int kDSteps = D / 8;
   extern __shared__ float4 smem4[];
-  float* smem = reinterpret_cast<float*>(smem4);
+  float* const smem = reinterpret_cast<float*>(smem4);
+  float* const x_s = smem + Lo::kX;
+  float* const keys = smem + Lo::kKeys;
+  float* const s_s = smem + Lo::kS;
+  float* const g_s = smem + Lo::kG;
   const int chunk = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
   const float* rec = HandoffRecord<D>(a, chunk, head);
   if (rec[Handoff<D>::kHandedOff] == 0.0f) return;
   const ChunkTokens tokens = LocateChunk(a, chunk);
   const int first = tokens.first, n = tokens.count;
-  if (threadIdx.x < 32) ChunkDecays(a, first, n, head, smem + Lo::kG, smem + Lo::kBeta);
-  const int t = threadIdx.x / kLanes, c0 = threadIdx.x % kLanes;
-  float x[kCols];
+  const int K = a.num_heads * D;
+  const Tiles w(0);
+  const float* gs = ChunkState<D>(a, chunk, head, 1);
+  auto state_offset = [](int k, int c) { return BPermOffset(k, c, D); };
+  auto fetch_slice = [&](int z) {
+    CopyPermutedAsync<Lo::kSliceRows, D>(smem + Lo::kGs + (z & 1) * Lo::kSliceRows * D,
+                                         gs + z * Lo::kSliceRows * D, D, Lo::kSliceRows,
+                                         state_offset);
+    __pipeline_commit();
+  };
+  CopyPermutedAsync<kL, D>(x_s, rec + Handoff<D>::kX, D, n,
+                           [](int t, int c) { return APermOffset(t, c, D); });
+  CopyKeysTransposedAsync<D>(keys, a.k_norm + static_cast<int64_t>(first) * K + head * D, K, n);
+  __pipeline_commit();
+  fetch_slice(0);
+  fetch_slice(1);
+  if (threadIdx.x < 32) ChunkDecays(a, first, n, head, g_s, smem + Lo::kBeta);
+  __pipeline_wait_prior(2);  // X and K^T
+  __syncthreads();
+  {
+    STiles<Tiles> s_acc = {};
+    AccumulateTiles<false, Tiles::kTilesM, Tiles::kSTilesN, kDSteps, 4>(x_s, w.m0, keys, kL / 8,
+                                                                        w.s_n0, s_acc);
+    StoreWeightedKeys<false>(w, s_acc, g_s, smem + Lo::kBeta, s_s);
+  }
+  __pipeline_wait_prior(1);  // slice 0
+  __syncthreads();           // S and slice 0 published, K^T read
+  CopyKeysAsync<D>(keys, a.proj + static_cast<int64_t>(first) * a.proj_stride + 2 * K + head * D,
+                   a.proj_stride, n);
+  __pipeline_commit();
+  YTiles<Tiles> acc = {};
+  for (int z = 0; z < Lo::kSlices; ++z) {
+    AccumulateTiles<false, Tiles::kTilesM, Tiles::kTilesN, kKSteps, kKSteps, kDSteps>(
+        x_s + z * kKSteps * 128, w.m0, smem + Lo::kGs + (z & 1) * Lo::kSliceRows * D, D / 8, w.n0,
+        acc);
+    if (z + 1 == Lo::kSlices) break;
+    __syncthreads();  // slice z read
+    if (z + 2 < Lo::kSlices) {
+      fetch_slice(z + 2);
+      __pipeline_wait_prior(1);  // V and slice z + 1 (slice z + 2 may go on)
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();  // slice z + 1 (and V) published
+  }
+  ScaleByDecay(w, g_s, 1.0f, acc);
+  constexpr int kSSteps = kL / 8;
+  if (w.m0 == 0) {  // the first half of the rows: the second half of the keys has no weight
+    AccumulateTiles<false, Tiles::kTilesM, Tiles::kTilesN, kSSteps / 2, 2, kSSteps>(
+        s_s, w.m0, keys, D / 8, w.n0, acc);
+  } else {
+    AccumulateTiles<false, Tiles::kTilesM, Tiles::kTilesN, kSSteps, 2>(s_s, w.m0, keys, D / 8, w.n0,
+                                                                       acc);
+  }
+  // The per-head RMSNorm: a row's sum of squares over its quad, then over the column warps.
+  const int lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
+  float row_sq[Tiles::kTilesM][2];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) x[c] = rec[Handoff<D>::kX + t * D + c0 + kLanes * c];
-  Readout<D, kL>(a, smem, chunk, head, first, n, 0, x, true);
+  for (int i = 0; i < Tiles::kTilesM; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sq = 0.0f;
+#pragma unroll
+      for (int j = 0; j < Tiles::kTilesN; ++j) {
+        sq += acc[i][j][2 * h] * acc[i][j][2 * h] + acc[i][j][2 * h + 1] * acc[i][j][2 * h + 1];
+      }
+      row_sq[i][h] = RowSum<4>(sq);
+    }
+  }
+  __syncthreads();          // S read: its region takes the row sums
+  float* const sums = s_s;  // [kL][kColGroups]
+  const int col_group = (threadIdx.x >> 5) % Tiles::kColGroups;
+  if (q == 0) {
+#pragma unroll
+    for (int i = 0; i < Tiles::kTilesM; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sums[(16 * (w.m0 + i) + gr + 8 * h) * Tiles::kColGroups + col_group] = row_sq[i][h];
+      }
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < Tiles::kTilesM; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int t = 16 * (w.m0 + i) + gr + 8 * h;
+      if (t >= n) continue;
+      float total = 0.0f;
+#pragma unroll
+      for (int cg = 0; cg < Tiles::kColGroups; ++cg) total += sums[t * Tiles::kColGroups + cg];
+      const float scale = rsqrtf(total / D + a.norm_eps);
+      const int64_t row = first + t;
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out_bf16) + row * K + head * D;
+      const float* gate = a.proj + row * a.proj_stride + 3 * K + head * D;
+#pragma unroll
+      for (int j = 0; j < Tiles::kTilesN; ++j) {
+        const int c = 8 * (w.n0 + j) + 2 * q;
+        float v0 = acc[i][j][2 * h] * scale * a.weights.o_norm[c];
+        float v1 = acc[i][j][2 * h + 1] * scale * a.weights.o_norm[c + 1];
+        if (a.output_gate) v0 *= Silu(gate[c]), v1 *= Silu(gate[c + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(out + c) = __floats2bfloat162_rn(v0, v1);
+      }
+    }
+  }
 }
 
 template <typename Kernel>
@@ -986,7 +1115,8 @@ cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
         return e;
       }
       if (cudaError_t e = LaunchMesaHalfSolve(a, stream); e != cudaSuccess) return e;
-      return LaunchWithSharedMemory(ReadoutKernel<D>, blocks, kSmem, a, stream);
+      return LaunchWithSharedMemory(ReadoutKernel<D>, blocks,
+                                    StreamedReadoutLayout<D>::kTotal * sizeof(float), a, stream);
     }
   }
   return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kInPlace>, blocks, kSmem, a,
@@ -996,7 +1126,11 @@ cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
 template <int D>
 cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
   const int chunks = a.table.num_chunks, seqs = a.table.num_sequences, H = a.num_heads;
-  PrepareKernel<D><<<chunks * H, kThreads, 0, stream>>>(a);
+  if (a.conv_size == 4) {
+    PrepareKernel<D, 4><<<chunks * H, kThreads, 0, stream>>>(a);
+  } else {
+    PrepareKernel<D, 0><<<chunks * H, kThreads, 0, stream>>>(a);
+  }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   // Chunk states read the old tails only through q_norm/k_norm, so the tails may move now.
   TailsKernel<<<seqs, kThreads, 0, stream>>>(a);
