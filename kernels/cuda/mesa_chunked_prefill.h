@@ -17,7 +17,8 @@
 //     A tolerance-0 solve's late iterations take one f16 pass (see single_pass_residual): a
 //     slice converts its operands in place; a whole chunk, in a step with more of them than
 //     SMs, hands its CG over (the handoff scratch) to a second kernel that runs them a warp per
-//     16 tokens with no block barriers, and a third does its readout.
+//     16 tokens with no block barriers, and a third does its readout (Gs_c streamed in
+//     slices, two blocks an SM).
 #pragma once
 
 #include <cuda_runtime.h>
