@@ -970,6 +970,7 @@ __global__ void __launch_bounds__(kThreads, 2) ReadoutKernel(MesaPrefillArgs a) 
   using Tiles = SolveWarpTiles<D, kL>;
   constexpr int kKSteps = Lo::kSliceRows / 8;  // k-steps of a slice
   constexpr int kDSteps = D / 8;
+  constexpr int kATileFloats = 16 * 8;  // one A tile in fragment order
   extern __shared__ float4 smem4[];
   float* const smem = reinterpret_cast<float*>(smem4);
   float* const x_s = smem + Lo::kX;
@@ -1014,8 +1015,8 @@ __global__ void __launch_bounds__(kThreads, 2) ReadoutKernel(MesaPrefillArgs a) 
   YTiles<Tiles> acc = {};
   for (int z = 0; z < Lo::kSlices; ++z) {
     AccumulateTiles<false, Tiles::kTilesM, Tiles::kTilesN, kKSteps, kKSteps, kDSteps>(
-        x_s + z * kKSteps * 128, w.m0, smem + Lo::kGs + (z & 1) * Lo::kSliceRows * D, D / 8, w.n0,
-        acc);
+        x_s + z * kKSteps * kATileFloats, w.m0, smem + Lo::kGs + (z & 1) * Lo::kSliceRows * D,
+        D / 8, w.n0, acc);
     if (z + 1 == Lo::kSlices) break;
     __syncthreads();  // slice z read
     if (z + 2 < Lo::kSlices) {
