@@ -26,4 +26,18 @@ inline cudaError_t AllowDynamicSharedMemory(const void* kernel, size_t bytes) {
   return e;
 }
 
+// Launches kernel<<<grid, block, smem_bytes, stream>>>(args...) after opting it in to
+// smem_bytes of dynamic shared memory. CUDA code only (the launch syntax needs nvcc).
+template <typename... Params, typename... Args>
+cudaError_t LaunchWithDynamicSharedMemory(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                          size_t smem_bytes, cudaStream_t stream,
+                                          const Args&... args) {
+  if (cudaError_t e = AllowDynamicSharedMemory(reinterpret_cast<const void*>(kernel), smem_bytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  kernel<<<grid, block, smem_bytes, stream>>>(args...);
+  return cudaGetLastError();
+}
+
 }  // namespace ridge::cuda

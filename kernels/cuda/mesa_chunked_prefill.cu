@@ -495,7 +495,7 @@ __device__ __forceinline__ void AccumulateTiles(const float* a, int m0, const fl
       FragmentA fa[kTilesM];
 #pragma unroll
       for (int i = 0; i < kTilesM; ++i) {
-        fa[i] = LoadFragmentA < kHalf || kExactA > (a, (m0 + i) * kATiles + k);
+        fa[i] = LoadFragmentA<(kHalf || kExactA)>(a, (m0 + i) * kATiles + k);
       }
 #pragma unroll
       for (int j = 0; j < kTilesN; ++j) {
@@ -623,7 +623,7 @@ __device__ __forceinline__ void BothProductsOfX(const Tiles& w, const float* x, 
     FragmentA fa[kTilesM];
 #pragma unroll
     for (int i = 0; i < kTilesM; ++i) {
-      fa[i] = LoadFragmentA < kHalf || kExactX > (x, (w.m0 + i) * kSteps + k);
+      fa[i] = LoadFragmentA<(kHalf || kExactX)>(x, (w.m0 + i) * kSteps + k);
     }
 #pragma unroll
     for (int j = 0; j < Tiles::kSTilesN; ++j) {
@@ -1093,15 +1093,6 @@ __global__ void __launch_bounds__(kThreads, 2) ReadoutKernel(MesaPrefillArgs a) 
   }
 }
 
-template <typename Kernel>
-cudaError_t LaunchWithSharedMemory(Kernel kernel, int blocks, size_t smem, const MesaPrefillArgs& a,
-                                   cudaStream_t stream) {
-  const void* address = reinterpret_cast<const void*>(kernel);
-  if (cudaError_t e = AllowDynamicSharedMemory(address, smem); e != cudaSuccess) return e;
-  kernel<<<blocks, kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
-}
-
 // A step with tolerance-0 prompts takes the kernel with the late f16 phase: whole chunks given
 // the hand-off scratch pass their late iterations to the f16 solve kernel, then to
 // ReadoutKernel; the others convert in place.
@@ -1110,22 +1101,24 @@ cudaError_t LaunchSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
   constexpr size_t kSmem = SolveLayout<D, Rows>::kTotal * sizeof(float);
   const int blocks = a.table.num_chunks * a.num_heads * (kL / Rows);
   if (a.single_pass_residual <= 0.0f) {
-    return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kNone>, blocks, kSmem, a, stream);
+    return LaunchWithDynamicSharedMemory(SolveKernel<D, Rows, LatePhase::kNone>, blocks, kThreads,
+                                         kSmem, stream, a);
   }
   if constexpr (Rows == kL) {
     if (a.handoff != nullptr) {
-      if (cudaError_t e = LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kHandOff>, blocks,
-                                                 kSmem, a, stream);
+      if (cudaError_t e = LaunchWithDynamicSharedMemory(SolveKernel<D, Rows, LatePhase::kHandOff>,
+                                                        blocks, kThreads, kSmem, stream, a);
           e != cudaSuccess) {
         return e;
       }
       if (cudaError_t e = LaunchMesaHalfSolve(a, stream); e != cudaSuccess) return e;
-      return LaunchWithSharedMemory(ReadoutKernel<D>, blocks,
-                                    StreamedReadoutLayout<D>::kTotal * sizeof(float), a, stream);
+      return LaunchWithDynamicSharedMemory(ReadoutKernel<D>, blocks, kThreads,
+                                           StreamedReadoutLayout<D>::kTotal * sizeof(float), stream,
+                                           a);
     }
   }
-  return LaunchWithSharedMemory(SolveKernel<D, Rows, LatePhase::kInPlace>, blocks, kSmem, a,
-                                stream);
+  return LaunchWithDynamicSharedMemory(SolveKernel<D, Rows, LatePhase::kInPlace>, blocks, kThreads,
+                                       kSmem, stream, a);
 }
 
 template <int D>
@@ -1138,7 +1131,7 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
   }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   // Chunk states read the old tails only through q_norm/k_norm, so the tails may move now.
-  const int tail_blocks = (2 * a.num_heads * D + kThreads - 1) / kThreads;
+  const int tail_blocks = (2 * H * D + kThreads - 1) / kThreads;
   TailsKernel<<<dim3(seqs, tail_blocks), kThreads, 0, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   StartingStatesKernel<D><<<seqs * H * 2 * (D / kStartRows), kThreads, 0, stream>>>(a);

@@ -349,11 +349,9 @@ __global__ void __launch_bounds__(kHalfThreads, 2) HalfSolveKernel(MesaPrefillAr
 cudaError_t LaunchMesaHalfSolve(const MesaPrefillArgs& a, cudaStream_t stream) {
   return DispatchHeadDim(a.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    constexpr size_t kSmem = HalfLayout<D>::kTotal * sizeof(uint32_t);
-    const void* kernel = reinterpret_cast<const void*>(HalfSolveKernel<D>);
-    if (cudaError_t e = AllowDynamicSharedMemory(kernel, kSmem); e != cudaSuccess) return e;
-    HalfSolveKernel<D><<<a.table.num_chunks * a.num_heads, kHalfThreads, kSmem, stream>>>(a);
-    return cudaGetLastError();
+    return LaunchWithDynamicSharedMemory(HalfSolveKernel<D>, a.table.num_chunks * a.num_heads,
+                                         kHalfThreads, HalfLayout<D>::kTotal * sizeof(uint32_t),
+                                         stream, a);
   });
 }
 

@@ -553,12 +553,9 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
 
 template <int D, int Threads, int Taps>
 cudaError_t LaunchShape(const MesaRecurrenceArgs& args, cudaStream_t stream) {
-  constexpr size_t kSmemBytes = Layout<D, Threads, Taps>::kTotal * sizeof(float);
-  const void* kernel = reinterpret_cast<const void*>(MesaRecurrenceKernel<D, Threads, Taps>);
-  if (cudaError_t e = AllowDynamicSharedMemory(kernel, kSmemBytes); e != cudaSuccess) return e;
-  MesaRecurrenceKernel<D, Threads, Taps>
-      <<<args.num_sequences * args.num_heads, Threads, kSmemBytes, stream>>>(args);
-  return cudaGetLastError();
+  return LaunchWithDynamicSharedMemory(
+      MesaRecurrenceKernel<D, Threads, Taps>, args.num_sequences * args.num_heads, Threads,
+      Layout<D, Threads, Taps>::kTotal * sizeof(float), stream, args);
 }
 
 template <int D>

@@ -739,12 +739,8 @@ cudaError_t LaunchTokenSampling(const TokenSamplingArgs& args, cudaStream_t stre
   }
   const bool cache_row = args.vocab_size <= kMaxCachedSamplingVocab;
   const size_t cache_bytes = cache_row ? args.vocab_size * sizeof(float) : 0;
-  if (cache_row) {
-    const void* kernel = reinterpret_cast<const void*>(TokenSamplingKernel);
-    if (cudaError_t e = AllowDynamicSharedMemory(kernel, cache_bytes); e != cudaSuccess) return e;
-  }
-  TokenSamplingKernel<<<args.num_rows, kThreads, cache_bytes, stream>>>(args, cache_row);
-  return cudaGetLastError();
+  return LaunchWithDynamicSharedMemory(TokenSamplingKernel, args.num_rows, kThreads, cache_bytes,
+                                       stream, args, cache_row);
 }
 
 }  // namespace ridge::cuda
