@@ -7,19 +7,32 @@
 // Used for the small row kernels that follow cuBLAS products (RMSNorm, SwiGLU): on an H200 the
 // 140M decode step got 3-5% faster at batches 1 to 64. cuBLAS's kernels let dependents launch
 // before they finish, so a dependent's blocks sit on SMs while the product still runs: the Mesa
-// decode kernel launched this way (its state loads before the wait) made batch 16 6% slower,
-// so it is launched plainly.
+// decode kernel launched this way with its state loads before the wait made batch 16 6% slower,
+// so it waits first (then batches 1 and 16 gained about 1% and 64 and 256 were unchanged), as
+// does the argmax after the output layer.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <utility>
 
+#include "kernels/cuda/dynamic_shared_memory.h"
+
 namespace ridge::cuda {
 
+// Launches `kernel` as a programmatic dependent of the work before it in `stream`, opting it in
+// to more than 48 KB of dynamic shared memory when smem_bytes asks for that.
 template <typename... Params, typename... Args>
 cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
                             cudaStream_t stream, Args&&... args) {
+  constexpr size_t kDefaultDynamicSharedBytes = 48 << 10;
+  if (smem_bytes > kDefaultDynamicSharedBytes) {
+    if (const cudaError_t e =
+            AllowDynamicSharedMemory(reinterpret_cast<const void*>(kernel), smem_bytes);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "kernels/cuda/dynamic_shared_memory.h"
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
 #include "kernels/mesa_slot_layout.h"
@@ -258,6 +258,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
   float* x_s = smem + L::kX;
   float* reduce = smem + L::kReduce;
   int region = 0;
+  WaitForPreviousKernel();  // before any read: see dependent_launch.h
 
   const int tid = threadIdx.x;
   const int seq = blockIdx.x / a.num_heads, head = blockIdx.x % a.num_heads;
@@ -553,9 +554,9 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
 
 template <int D, int Threads, int Taps>
 cudaError_t LaunchShape(const MesaRecurrenceArgs& args, cudaStream_t stream) {
-  return LaunchWithDynamicSharedMemory(
-      MesaRecurrenceKernel<D, Threads, Taps>, args.num_sequences * args.num_heads, Threads,
-      Layout<D, Threads, Taps>::kTotal * sizeof(float), stream, args);
+  return LaunchDependent(MesaRecurrenceKernel<D, Threads, Taps>,
+                         dim3(args.num_sequences * args.num_heads), dim3(Threads),
+                         Layout<D, Threads, Taps>::kTotal * sizeof(float), stream, args);
 }
 
 template <int D>

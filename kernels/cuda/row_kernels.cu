@@ -136,6 +136,7 @@ __global__ void __cluster_dims__(kArgmaxBlocks, 1, 1) __launch_bounds__(kArgmaxT
   __shared__ Candidate block_best;
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
+  WaitForPreviousKernel();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t slice = (cols + kArgmaxBlocks - 1) / kArgmaxBlocks;
   const int64_t begin = blockIdx.x * slice, end = min(cols, begin + slice);
@@ -208,8 +209,9 @@ cudaError_t LaunchArgmaxRows(const float* logits, int64_t rows, int64_t cols, in
                              int32_t* out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const dim3 grid(kArgmaxBlocks, static_cast<unsigned>(std::min<int64_t>(rows, kMaxGridRows)));
-  ArgmaxRowsKernel<<<grid, kArgmaxThreads, 0, stream>>>(logits, rows, cols, stride, out);
-  return cudaGetLastError();
+  // Launched to overlap the tail of the product before it (see dependent_launch.h).
+  return LaunchDependent(ArgmaxRowsKernel, grid, dim3(kArgmaxThreads), 0, stream, logits, rows,
+                         cols, stride, out);
 }
 
 }  // namespace ridge::cuda
