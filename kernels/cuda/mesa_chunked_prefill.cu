@@ -1151,15 +1151,14 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
 }  // namespace
 
 size_t MesaChunkedPrefillHandoffFloats(int head_dim) {
-  if (head_dim == 64) return Handoff<64>::kFloats;
-  if (head_dim == 128) return Handoff<128>::kFloats;
-  return 0;
+  return ForHeadDim(head_dim, size_t{0},
+                    [](auto d) -> size_t { return Handoff<decltype(d)::value>::kFloats; });
 }
 
 size_t MesaChunkedPrefillSharedBytes(int head_dim) {
-  if (head_dim == 64) return SolveLayout<64, kL>::kTotal * sizeof(float);
-  if (head_dim == 128) return SolveLayout<128, kL>::kTotal * sizeof(float);
-  return 0;
+  return ForHeadDim(head_dim, size_t{0}, [](auto d) -> size_t {
+    return SolveLayout<decltype(d)::value, kL>::kTotal * sizeof(float);
+  });
 }
 
 bool PrefillHandsOff(int64_t num_chunks, int num_heads, int sm_count) {
