@@ -7,9 +7,11 @@
 // (programmatic dependent launch: the weights are never written), and only then waits for its
 // inputs.
 //
-// One block per 8 output columns; its warps split k and add their partial sums in shared
-// memory, so results do not depend on timing. Plain C++ header: host code compiled without
-// nvcc includes it.
+// One block per 8 or 16 output columns (one or two n-tiles) and every row (one or two m-tiles of
+// 16); its warps split k and add their partial sums in shared memory, so results do not depend
+// on timing. Every block reads all rows of x, so x's L2 traffic is rows / columns a block times
+// the weights': past 32 rows cuBLAS is faster (H200, 140M products: at 48 and 64 rows the
+// in-projection and gate_up took 1.3x to 1.8x cuBLAS's time; tools/bench/RESULTS.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +20,7 @@
 
 namespace ridge::cuda {
 
-inline constexpr int64_t kFewRowsMax = 16;
+inline constexpr int64_t kFewRowsMax = 32;
 
 struct FewRowsGemmArgs {
   const void* x;  // bf16 [rows, k], rows k apart, 16-byte aligned
@@ -32,6 +34,11 @@ struct FewRowsGemmArgs {
 // multiple of 32 up to 4096.
 bool FewRowsGemmSupports(int64_t rows, int64_t n, int64_t k);
 
-cudaError_t LaunchFewRowsGemm(const FewRowsGemmArgs& args, cudaStream_t stream);
+// Blocks of 16 columns when there are more than 8 rows and the product is wide enough to give
+// each of the sm_count SMs such a block (halving x's traffic), else of 8.
+cudaError_t LaunchFewRowsGemm(const FewRowsGemmArgs& args, int sm_count, cudaStream_t stream);
+
+// The same with blocks of 8 n_tiles columns (n_tiles 1 or 2; benchmarks and tests compare them).
+cudaError_t LaunchFewRowsGemmTiles(const FewRowsGemmArgs& args, int n_tiles, cudaStream_t stream);
 
 }  // namespace ridge::cuda

@@ -312,10 +312,10 @@ absl::Status CudaBackend::Impl::EnsurePrefillCapacity(int64_t rows, int64_t chun
 
 absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w,
                                      int64_t out, float* y, bool accumulate) {
-  // Row-major y[rows, out] = x[rows, in] * w[out, in]^T. Steps of few rows take the backend's
-  // own kernel for products of up to kFewRowsMaxWeights (1.3x to 2.5x cuBLAS's speed there on
-  // an H200, tools/bench/RESULTS.md); everything else goes to cuBLAS, seen column-major as
-  // y^T = w x^T.
+  // Row-major y[rows, out] = x[rows, in] * w[out, in]^T. Steps of up to kFewRowsMax (32) rows
+  // take the backend's own kernel for products of up to kFewRowsMaxWeights (1.1x to 2.5x
+  // cuBLAS's speed there on an H200, tools/bench/RESULTS.md); everything else goes to cuBLAS,
+  // seen column-major as y^T = w x^T.
   if (in * out <= kFewRowsMaxWeights && cuda::FewRowsGemmSupports(rows, out, in)) {
     const cuda::FewRowsGemmArgs args{x,
                                      w.as<void>(),
@@ -325,7 +325,7 @@ absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, co
                                      static_cast<int32_t>(in),
                                      static_cast<int32_t>(out),
                                      accumulate};
-    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchFewRowsGemm(args, stream));
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchFewRowsGemm(args, sm_count, stream));
     return absl::OkStatus();
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;

@@ -3,7 +3,8 @@
 // multiple of 16, at the width padded to one (what the backend uploads). Each product runs over
 // `--layers` copies of its weight in a CUDA graph, so weights stream from memory as in a model
 // step and launch cost is a graph's; "GB/s" counts weight bytes only. For up to kFewRowsMax rows
-// it also times the backend's own kernel for few rows (kernels/cuda/few_rows_gemm.h).
+// it also times the backend's own kernel for few rows (kernels/cuda/few_rows_gemm.h), with blocks
+// of 8 and of 16 columns.
 //
 //   gemm_bench --config tools/bench/configs/mesanet-140m.json [--rows 1,16,64,256]
 //              [--layers N (default: the config's)] [--reps 30]
@@ -187,19 +188,21 @@ void Run(const Options& o) {
       TimeLtAlgorithms(lt, stream, o.layers, o.reps, padded, p.k, rows, p.accumulate, w, x, y,
                        blas_workspace, kCublasWorkspaceBytes);
       if (FewRowsGemmSupports(rows, padded, p.k)) {
-        const double us = TimeGraph(stream, o.layers, o.reps, [&](int l) {
-          const FewRowsGemmArgs args{x,
-                                     w[l % p.copies],
-                                     y,
-                                     rows,
-                                     static_cast<int32_t>(padded),
-                                     static_cast<int32_t>(p.k),
-                                     static_cast<int32_t>(padded),
-                                     p.accumulate};
-          Check(LaunchFewRowsGemm(args, stream), "LaunchFewRowsGemm");
-        });
-        std::printf("  | few-rows kernel %7.2f us (%5.0f GB/s)", us,
-                    2.0 * padded * p.k / us * 1e-3);
+        for (const int n_tiles : {1, 2}) {
+          const double us = TimeGraph(stream, o.layers, o.reps, [&](int l) {
+            const FewRowsGemmArgs args{x,
+                                       w[l % p.copies],
+                                       y,
+                                       rows,
+                                       static_cast<int32_t>(padded),
+                                       static_cast<int32_t>(p.k),
+                                       static_cast<int32_t>(padded),
+                                       p.accumulate};
+            Check(LaunchFewRowsGemmTiles(args, n_tiles, stream), "LaunchFewRowsGemmTiles");
+          });
+          std::printf("  | few-rows, %2d columns a block %7.2f us (%5.0f GB/s)", 8 * n_tiles, us,
+                      2.0 * padded * p.k / us * 1e-3);
+        }
       }
       std::printf("\n");
     }
