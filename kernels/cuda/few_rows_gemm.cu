@@ -167,7 +167,7 @@ cudaError_t LaunchFewRowsGemmTiles(const FewRowsGemmArgs& args, int n_tiles, cud
 }
 
 cudaError_t LaunchFewRowsGemm(const FewRowsGemmArgs& args, int sm_count, cudaStream_t stream) {
-  const bool wide = args.rows > 8 && args.n >= int64_t{16} * sm_count;
+  const bool wide = args.rows > 8 && args.n >= int64_t{8} * sm_count;
   return LaunchFewRowsGemmTiles(args, wide ? 2 : 1, stream);
 }
 

@@ -35,7 +35,9 @@ struct FewRowsGemmArgs {
 bool FewRowsGemmSupports(int64_t rows, int64_t n, int64_t k);
 
 // Blocks of 16 columns when there are more than 8 rows and the product is wide enough to give
-// each of the sm_count SMs such a block (halving x's traffic), else of 8.
+// half of the sm_count SMs such a block, else of 8. (H200, us a product at 24 rows: 140M's
+// o_proj, 768 columns, 2.75 with blocks of 8 and 2.83 with 16; 1B's, 1536 columns, 6.79 and 4.81;
+// cuBLAS 3.23 and 5.01.)
 cudaError_t LaunchFewRowsGemm(const FewRowsGemmArgs& args, int sm_count, cudaStream_t stream);
 
 // The same with blocks of 8 n_tiles columns (n_tiles 1 or 2; benchmarks and tests compare them).
