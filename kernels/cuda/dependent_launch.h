@@ -20,18 +20,15 @@
 
 namespace ridge::cuda {
 
-// Launches `kernel` as a programmatic dependent of the work before it in `stream`, opting it in
-// to more than 48 KB of dynamic shared memory when smem_bytes asks for that.
+// Launches `kernel` as a programmatic dependent of the work before it in `stream`, opted in to
+// smem_bytes of dynamic shared memory.
 template <typename... Params, typename... Args>
 cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
                             cudaStream_t stream, Args&&... args) {
-  constexpr size_t kDefaultDynamicSharedBytes = 48 << 10;
-  if (smem_bytes > kDefaultDynamicSharedBytes) {
-    if (const cudaError_t e =
-            AllowDynamicSharedMemory(reinterpret_cast<const void*>(kernel), smem_bytes);
-        e != cudaSuccess) {
-      return e;
-    }
+  if (const cudaError_t e =
+          AllowDynamicSharedMemory(reinterpret_cast<const void*>(kernel), smem_bytes);
+      e != cudaSuccess) {
+    return e;
   }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;

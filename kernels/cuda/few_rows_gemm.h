@@ -11,7 +11,7 @@
 // 16); its warps split k and add their partial sums in shared memory, so results do not depend
 // on timing. Every block reads all rows of x, so x's L2 traffic is rows / columns a block times
 // the weights': past 32 rows cuBLAS is faster (H200, 140M products: at 48 and 64 rows the
-// in-projection and gate_up took 1.3x to 1.8x cuBLAS's time; tools/bench/RESULTS.md).
+// in-projection and gate_up took 1.3x to 1.9x cuBLAS's time; tools/bench/RESULTS.md).
 #pragma once
 
 #include <cuda_runtime.h>
