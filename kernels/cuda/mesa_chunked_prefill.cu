@@ -207,53 +207,77 @@ __global__ void __launch_bounds__(kThreads) StartingStatesKernel(MesaPrefillArgs
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Chunk-start states: per (sequence, head, matrix, block of 32 rows), on the tensor cores
-// (3xTF32, about fp32 accuracy). Across a chunk of n tokens
+// 4. Chunk-start states: per (sequence, head, matrix, block of BlockRows rows), on the tensor
+// cores (3xTF32, about fp32 accuracy). Across a chunk of n tokens
 //   m <- exp(G_n) m + sum_t beta_t exp(G_n - G_t) k_t x_t^T,
-// G_t the log decays summed through token t and x_t = k_t (Hs) or v_t (Gs): the block's 32 rows
-// of m gain (W K)^T X, W the tokens' weights, K the chunk's k values at the block's rows (64 x 32)
-// and X its x rows (64 x D). Warp w keeps m's 16 x 8 tiles (w % 2, kTilesN (w / 2) + j) in mma
-// accumulators for the whole sequence. A chunk's rows arrive by cp.async into row-major tiles
-// whose padded strides put the 32 lanes of every fragment load in 32 banks.
+// G_t the log decays summed through token t and x_t = k_t (Hs) or v_t (Gs): the block's rows of
+// m gain (W K)^T X, W the tokens' weights, K the chunk's k values at the block's rows (64 x
+// BlockRows) and X its x rows (64 x D). Warp w keeps m's 16 x 8 tiles (m tiles of the half w % 2
+// of the rows, n tiles kTilesN (w / 2) + j) in mma accumulators for the whole sequence. A chunk's
+// rows arrive by cp.async into row-major tiles whose padded strides put the 32 lanes of every
+// fragment load in 32 banks.
 // (The fp32 FMA version before it, a thread owning 4 rows of a float4 column group, took 297 us
 // of a 140M prefill layer at 8 x 2048 on an H200, 16 FMAs and two shared loads a token and
 // thread; this one made the 0-iteration layer 0.88 -> 0.83 ms. What is left is mostly the chain
-// of 32 chunks, each waiting for its rows.)
+// of 32 chunks, each waiting for its rows: so a launch whose blocks of 32 rows would not all fit
+// the SMs at once takes blocks of 64 rows instead (PickChunkStateRows), one round of chains
+// instead of two.)
 
-template <int D>
+template <int D, int BlockRows>
+struct ChunkStatesLayout {
+  static constexpr int kKStride = BlockRows + 8, kXStride = D + 8;  // floats: 8 (mod 32) apart
+  static constexpr int kKRows = 0;                                  // k_t at the block's rows
+  static constexpr int kXRows = kKRows + kL * kKStride;             // x_t, all columns
+  static constexpr int kWeight = kXRows + kL * kXStride;            // the tokens' weights W
+  static constexpr int kDecay = kWeight + kL;                       // exp(G_n)
+  static constexpr int kTotal = kDecay + 4;
+  static_assert(kKStride % 32 == 8 && kXStride % 32 == 8 && kXRows % 4 == 0, "padded strides");
+};
+
+template <int D, int BlockRows>
 __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs a) {
-  constexpr int kBlockRows = 32;
-  constexpr int kKStride = kBlockRows + 8, kXStride = D + 8;  // floats: 8 (mod 32) apart
-  constexpr int kTilesN = D / 8 / (kWarps / 2);               // n tiles a warp
-  static_assert(kWarps % 2 == 0 && kBlockRows == 2 * 16 && kTilesN * 8 * (kWarps / 2) == D,
-                "two m tiles of 16 rows, the n tiles split over half the warps");
-  __shared__ __align__(16) float k_rows[kL * kKStride];  // k_t at the block's rows
-  __shared__ __align__(16) float x_rows[kL * kXStride];  // x_t, all columns
-  __shared__ float weight[kL];
-  __shared__ float chunk_decay;
+  using Lo = ChunkStatesLayout<D, BlockRows>;
+  constexpr int kKStride = Lo::kKStride, kXStride = Lo::kXStride;
+  constexpr int kMTiles = BlockRows / 32;        // m tiles a warp: its half of the rows
+  constexpr int kTilesN = D / 8 / (kWarps / 2);  // n tiles a warp
+  static_assert(kWarps % 2 == 0 && BlockRows % 32 == 0 && kTilesN * 8 * (kWarps / 2) == D,
+                "the m tiles split over two halves of the warps, the n tiles over the rest");
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* k_rows = smem + Lo::kKRows;
+  float* x_rows = smem + Lo::kXRows;
+  float* weight = smem + Lo::kWeight;
+  float* chunk_decay = smem + Lo::kDecay;
   int idx = blockIdx.x;
-  const int row_block = idx % (D / kBlockRows);
-  idx /= D / kBlockRows;
+  const int row_block = idx % (D / BlockRows);
+  idx /= D / BlockRows;
   const int matrix = idx % 2;  // 0: Hs, 1: Gs
   idx /= 2;
   const int head = idx % a.num_heads, j = idx / a.num_heads;
   const int H = a.num_heads, K = H * D, tid = threadIdx.x;
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int m_tile = warp % 2, n_tile0 = (warp / 2) * kTilesN;
+  const int n_tile0 = (warp / 2) * kTilesN;
   const int begin = a.table.row_begin[j], count = a.table.row_count[j];
   if (count == 0) return;
-  // This thread's accumulator elements: rows row_lo and row_lo + 8, columns col(jt), col(jt) + 1.
-  const int row_lo = row_block * kBlockRows + 16 * m_tile + g, row_hi = row_lo + 8;
+  // The block-local row of this warp's m tile mi (its first 16 rows: 16 m_tile .. + 15).
+  auto m_tile = [&](int mi) { return (warp % 2) * kMTiles + mi; };
+  // This thread's accumulator elements of m tile mi: rows row_lo(mi) and row_lo(mi) + 8, columns
+  // col(jt), col(jt) + 1.
+  auto row_lo = [&](int mi) { return row_block * BlockRows + 16 * m_tile(mi) + g; };
   auto col = [&](int jt) { return 8 * (n_tile0 + jt) + 2 * t4; };
   // The starting state, unpacked by StartingStatesKernel into the first chunk's entry.
-  float acc[kTilesN][4];
+  float acc[kMTiles][kTilesN][4];
   {
     const float* start_state = ChunkState<D>(a, a.table.chunk_begin[j], head, matrix);
 #pragma unroll
-    for (int jt = 0; jt < kTilesN; ++jt) {
-      const float2 lo = *reinterpret_cast<const float2*>(start_state + row_lo * D + col(jt));
-      const float2 hi = *reinterpret_cast<const float2*>(start_state + row_hi * D + col(jt));
-      acc[jt][0] = lo.x, acc[jt][1] = lo.y, acc[jt][2] = hi.x, acc[jt][3] = hi.y;
+    for (int mi = 0; mi < kMTiles; ++mi) {
+#pragma unroll
+      for (int jt = 0; jt < kTilesN; ++jt) {
+        const float* at = start_state + row_lo(mi) * D + col(jt);
+        const float2 lo = *reinterpret_cast<const float2*>(at);
+        const float2 hi = *reinterpret_cast<const float2*>(at + 8 * D);
+        acc[mi][jt][0] = lo.x, acc[mi][jt][1] = lo.y, acc[mi][jt][2] = hi.x, acc[mi][jt][3] = hi.y;
+      }
     }
   }
   const float* x_src = matrix == 0 ? a.k_norm : a.proj;
@@ -262,16 +286,20 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
   for (int start = 0, chunk = a.table.chunk_begin[j]; start < count; start += kL, ++chunk) {
     float* out = ChunkState<D>(a, chunk, head, matrix);
 #pragma unroll
-    for (int jt = 0; jt < kTilesN; ++jt) {
-      *reinterpret_cast<float2*>(out + row_lo * D + col(jt)) = make_float2(acc[jt][0], acc[jt][1]);
-      *reinterpret_cast<float2*>(out + row_hi * D + col(jt)) = make_float2(acc[jt][2], acc[jt][3]);
+    for (int mi = 0; mi < kMTiles; ++mi) {
+#pragma unroll
+      for (int jt = 0; jt < kTilesN; ++jt) {
+        float* at = out + row_lo(mi) * D + col(jt);
+        *reinterpret_cast<float2*>(at) = make_float2(acc[mi][jt][0], acc[mi][jt][1]);
+        *reinterpret_cast<float2*>(at + 8 * D) = make_float2(acc[mi][jt][2], acc[mi][jt][3]);
+      }
     }
     const int n = min(kL, count - start);
     const int64_t first = begin + start;
     __syncthreads();  // the previous chunk's tiles are consumed
     CopyRowsAsync<D>(x_rows, kXStride, x_src + first * x_stride + x_offset, x_stride, n);
-    CopyRowsAsync<kBlockRows>(k_rows, kKStride,
-                              a.k_norm + first * K + head * D + row_block * kBlockRows, K, n);
+    CopyRowsAsync<BlockRows>(k_rows, kKStride,
+                             a.k_norm + first * K + head * D + row_block * BlockRows, K, n);
     __pipeline_commit();
     for (int i = n * kXStride + tid; i < kL * kXStride; i += kThreads) x_rows[i] = 0.0f;
     for (int i = n * kKStride + tid; i < kL * kKStride; i += kThreads) k_rows[i] = 0.0f;
@@ -296,34 +324,41 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
       weight[lane] = lane < n ? a.beta[(first + lane) * H + head] * expf(later_lo) : 0.0f;
       weight[lane + 32] =
           lane + 32 < n ? a.beta[(first + lane + 32) * H + head] * expf(later_hi) : 0.0f;
-      if (lane == 0) chunk_decay = expf(s_lo);
+      if (lane == 0) *chunk_decay = expf(s_lo);
     }
     __pipeline_wait_prior(0);
     __syncthreads();
-    const float decay = chunk_decay;
+    const float decay = *chunk_decay;
 #pragma unroll
-    for (int jt = 0; jt < kTilesN; ++jt) {
+    for (int mi = 0; mi < kMTiles; ++mi) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[jt][e] *= decay;
+      for (int jt = 0; jt < kTilesN; ++jt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][jt][e] *= decay;
+      }
     }
 #pragma unroll 2
     for (int k0 = 0; k0 < kL; k0 += 8) {
       // A = (W K)^T: element (row r, token k) is weight[k] k_rows[k][r].
-      const float* k_lo = k_rows + (k0 + t4) * kKStride + 16 * m_tile + g;
-      const float* k_hi = k_lo + 4 * kKStride;
       const float w_lo = weight[k0 + t4], w_hi = weight[k0 + t4 + 4];
-      FragmentA fa;
-      SplitInto(w_lo * k_lo[0], fa.hi[0], fa.lo[0]);
-      SplitInto(w_lo * k_lo[8], fa.hi[1], fa.lo[1]);
-      SplitInto(w_hi * k_hi[0], fa.hi[2], fa.lo[2]);
-      SplitInto(w_hi * k_hi[8], fa.hi[3], fa.lo[3]);
+      FragmentA fa[kMTiles];
+#pragma unroll
+      for (int mi = 0; mi < kMTiles; ++mi) {
+        const float* k_lo = k_rows + (k0 + t4) * kKStride + 16 * m_tile(mi) + g;
+        const float* k_hi = k_lo + 4 * kKStride;
+        SplitInto(w_lo * k_lo[0], fa[mi].hi[0], fa[mi].lo[0]);
+        SplitInto(w_lo * k_lo[8], fa[mi].hi[1], fa[mi].lo[1]);
+        SplitInto(w_hi * k_hi[0], fa[mi].hi[2], fa[mi].lo[2]);
+        SplitInto(w_hi * k_hi[8], fa[mi].hi[3], fa[mi].lo[3]);
+      }
       const float* x_lo = x_rows + (k0 + t4) * kXStride + 8 * n_tile0 + g;
 #pragma unroll
       for (int jt = 0; jt < kTilesN; ++jt) {
         FragmentB fb;
         SplitInto(x_lo[8 * jt], fb.hi[0], fb.lo[0]);
         SplitInto(x_lo[8 * jt + 4 * kXStride], fb.hi[1], fb.lo[1]);
-        MmaTf32x3(acc[jt], fa, fb);
+#pragma unroll
+        for (int mi = 0; mi < kMTiles; ++mi) MmaTf32x3(acc[mi][jt], fa[mi], fb);
       }
     }
   }
@@ -338,10 +373,21 @@ __global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs
     *reinterpret_cast<float2*>(state + at) = make_float2(v0, v1);
   };
 #pragma unroll
-  for (int jt = 0; jt < kTilesN; ++jt) {
-    store(row_lo, col(jt), acc[jt][0], acc[jt][1]);
-    store(row_hi, col(jt), acc[jt][2], acc[jt][3]);
+  for (int mi = 0; mi < kMTiles; ++mi) {
+#pragma unroll
+    for (int jt = 0; jt < kTilesN; ++jt) {
+      store(row_lo(mi), col(jt), acc[mi][jt][0], acc[mi][jt][1]);
+      store(row_lo(mi) + 8, col(jt), acc[mi][jt][2], acc[mi][jt][3]);
+    }
   }
+}
+
+template <int D, int BlockRows>
+cudaError_t LaunchChunkStates(const MesaPrefillArgs& a, cudaStream_t stream) {
+  const int blocks = a.table.num_sequences * a.num_heads * 2 * (D / BlockRows);
+  return LaunchWithDynamicSharedMemory(
+      ChunkStatesKernel<D, BlockRows>, dim3(blocks), dim3(kThreads),
+      ChunkStatesLayout<D, BlockRows>::kTotal * sizeof(float), stream, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1136,8 +1182,11 @@ cudaError_t Launch(const MesaPrefillArgs& a, cudaStream_t stream) {
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   StartingStatesKernel<D><<<seqs * H * 2 * (D / kStartRows), kThreads, 0, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  ChunkStatesKernel<D><<<seqs * H * 2 * (D / 32), kThreads, 0, stream>>>(a);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = a.chunk_state_rows == 64 ? LaunchChunkStates<D, 64>(a, stream)
+                                               : LaunchChunkStates<D, 32>(a, stream);
+      e != cudaSuccess) {
+    return e;
+  }
   switch (a.solve_rows) {
     case 16:
       return LaunchSolve<D, 16>(a, stream);
@@ -1163,6 +1212,13 @@ size_t MesaChunkedPrefillSharedBytes(int head_dim) {
 
 bool PrefillHandsOff(int64_t num_chunks, int num_heads, int sm_count) {
   return num_chunks * num_heads > sm_count;
+}
+
+int PickChunkStateRows(int64_t sequences, int num_heads, int head_dim, int sm_count) {
+  constexpr int kBlocksPerSm = 3;  // ChunkStatesKernel's launch bounds
+  const int64_t blocks_of_32 = sequences * num_heads * 2 * (head_dim / 32);
+  return blocks_of_32 > kBlocksPerSm * static_cast<int64_t>(sm_count) && head_dim % 64 == 0 ? 64
+                                                                                            : 32;
 }
 
 int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count) {

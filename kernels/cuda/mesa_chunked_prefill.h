@@ -64,9 +64,10 @@ struct MesaPrefillArgs {
   float* log_gamma;
   float* beta;
   float* chunk_states;
-  void* out_bf16;           // [rows, K]
-  SolveCounters* counters;  // [num_sequences * H], indexed by j
-  int32_t solve_rows;       // tokens per solve block: 16, 32 or 64 (PickSolveRows); 0: 64
+  void* out_bf16;            // [rows, K]
+  SolveCounters* counters;   // [num_sequences * H], indexed by j
+  int32_t solve_rows;        // tokens per solve block: 16, 32 or 64 (PickSolveRows); 0: 64
+  int32_t chunk_state_rows;  // state rows per chunk-state block: 32 or 64 (PickChunkStateRows)
   // A solve block of tolerance-0 sequences takes its products in one f16 pass once every one
   // of its tokens' residuals is at most this fraction of its start (0: always 3xTF32, and the
   // launch takes a kernel without that phase, whose 3xTF32 iterations are faster).
@@ -83,6 +84,12 @@ cudaError_t LaunchMesaChunkedPrefill(const MesaPrefillArgs& args, cudaStream_t s
 // the slices holding tokens, one block an SM, still fit the device's SMs at once, else the whole
 // chunk (kPrefillChunk).
 int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count);
+
+// State rows per block of the chunk-start states' scan for a step prefilling `sequences`
+// prompts: 32, or 64 when blocks of 32 rows would not all fit the SMs at once (a block of 64 rows
+// takes longer a chunk, but the scan's chunks run one after another, so a second round of blocks
+// costs more).
+int PickChunkStateRows(int64_t sequences, int num_heads, int head_dim, int sm_count);
 
 // Whether a step's whole-chunk solves should hand their f16 iterations to the warp-local kernel
 // (MesaPrefillArgs::handoff): when their blocks outnumber the SMs. With at most one block an SM

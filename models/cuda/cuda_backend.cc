@@ -397,6 +397,7 @@ absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t 
   pre.out_bf16 = args.out_bf16;
   pre.counters = args.counters + args.num_sequences * c.num_heads;
   pre.solve_rows = cuda::PickSolveRows(Host(kPreRowCount), prefill_count, c.num_heads, sm_count);
+  pre.chunk_state_rows = cuda::PickChunkStateRows(prefill_count, c.num_heads, c.head_dim, sm_count);
   // Only a step with a tolerance-0 prompt takes the solve kernel that can switch to f16 products;
   // the other one's 3xTF32 iterations are faster.
   const float* tolerances = reinterpret_cast<const float*>(Host(kPreTolerance));

@@ -240,7 +240,8 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
   // takes the 3-per-SM shape where head dim and conv allow it). Tolerance 1e-6 within 200
   // iterations, and tolerance 0 with the default budget of 30, where the chunked solve's late
   // iterations take single-pass f16 products (MesaPrefillArgs::single_pass_residual): whole
-  // chunks both handed off to the f16 solve kernel and converted in place.
+  // chunks both handed off to the f16 solve kernel and converted in place. The chunk-start
+  // states are scanned by blocks of 32 rows, and once by blocks of 64.
   const struct {
     bool chunked;
     int solve_rows_or_sm_count;
@@ -249,7 +250,10 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
     float single_pass_residual;
     const char* name;
     bool hand_off = false;  // whole chunks at tolerance 0: through the f16 solve kernel
+    int chunk_state_rows = 32;
   } paths[] = {{true, kPrefillChunk, 1e-6f, 200, 0.0f, "chunked prefill, whole chunks"},
+               {true, kPrefillChunk, 1e-6f, 200, 0.0f,
+                "chunked prefill, whole chunks, chunk states in blocks of 64 rows", false, 64},
                {true, 32, 1e-6f, 200, 0.0f, "chunked prefill, slices of 32 tokens"},
                {true, 16, 1e-6f, 200, 0.0f, "chunked prefill, slices of 16 tokens"},
                {true, kPrefillChunk, 0.0f, 30, 1e-2f,
@@ -320,6 +324,7 @@ TEST_P(MesaKernelsTest, BothPathsMatchTheFloat64Reference) {
       a.chunk_states = d_chunk_states;
       a.handoff = path.hand_off ? d_handoff : nullptr;
       a.solve_rows = path.solve_rows_or_sm_count;
+      a.chunk_state_rows = path.chunk_state_rows;
       a.single_pass_residual = path.single_pass_residual;
       ASSERT_EQ(LaunchMesaChunkedPrefill(a, nullptr), cudaSuccess);
     } else {
@@ -447,6 +452,16 @@ TEST(PickSolveRowsTest, SlicesAChunkOnlyWhileTheSlicesHoldingTokensFitTheSms) {
   EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 14), 32);
   EXPECT_EQ(PickSolveRows(mixed.data(), mixed.size(), 2, 13), kPrefillChunk);
   EXPECT_EQ(PickSolveRows(nullptr, 0, 6, 132), 16);  // no prompt: nothing launches
+}
+
+// Host code: runs without a GPU too.
+TEST(PickChunkStateRowsTest, SixtyFourRowsOnlyWhenBlocksOf32WouldNotAllFitTheSms) {
+  // 140M, 8 prompts: 8 x 6 heads x 2 matrices x 4 blocks of 32 rows = 384 blocks, 3 an SM fit.
+  EXPECT_EQ(PickChunkStateRows(8, 6, 128, 132), 32);
+  EXPECT_EQ(PickChunkStateRows(8, 12, 128, 132), 64);  // 1B: 768 blocks of 32
+  EXPECT_EQ(PickChunkStateRows(8, 6, 128, 127), 64);   // 384 > 3 x 127
+  EXPECT_EQ(PickChunkStateRows(100, 6, 64, 132), 64);  // head dim 64: 2 blocks of 32 a matrix
+  EXPECT_EQ(PickChunkStateRows(0, 6, 128, 132), 32);
 }
 
 // Host code: runs without a GPU too.

@@ -8,7 +8,7 @@
 //   mesa_kernel_bench [--heads 6] [--head-dim 128] [--conv 4] [--batches 1,16,64,256]
 //                     [--iterations 30] [--prefill-batch 8] [--prefill-tokens 2048] [--reps 20]
 //                     [--sm-count N (as if the GPU had N SMs: picks the decode block shape and
-//                     the prefill solve's slices; 1 keeps whole chunks)]
+//                     the prefill solve's slices and chunk-state blocks; 1 keeps whole chunks)]
 //                     [--layers 14 (state layers per slot; consecutive launches cycle through
 //                      them, so the state is not L2-resident, as in a model step)]
 #include <cuda_runtime.h>
@@ -260,6 +260,7 @@ void BenchPrefill(const Options& o, int sm_count, std::mt19937& rng) {
   MesaPrefillArgs a{};
   FillCommon(a, l, proj, out, counters);
   a.solve_rows = PickSolveRows(count.data(), b, l.H, sm_count);
+  a.chunk_state_rows = PickChunkStateRows(b, l.H, o.head_dim, sm_count);
   const std::vector<float> zeros_rk(static_cast<size_t>(rows) * l.K);
   a.q_norm = mem.Upload(zeros_rk);
   a.k_norm = mem.Upload(zeros_rk);
