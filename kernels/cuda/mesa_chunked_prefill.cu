@@ -223,6 +223,8 @@ __global__ void __launch_bounds__(kThreads) StartingStatesKernel(MesaPrefillArgs
 // the SMs at once takes blocks of 64 rows instead (PickChunkStateRows), one round of chains
 // instead of two.)
 
+constexpr int kChunkStateBlocksPerSm = 3;  // ChunkStatesKernel's launch bounds
+
 template <int D, int BlockRows>
 struct ChunkStatesLayout {
   static constexpr int kKStride = BlockRows + 8, kXStride = D + 8;  // floats: 8 (mod 32) apart
@@ -235,7 +237,8 @@ struct ChunkStatesLayout {
 };
 
 template <int D, int BlockRows>
-__global__ void __launch_bounds__(kThreads, 3) ChunkStatesKernel(MesaPrefillArgs a) {
+__global__ void __launch_bounds__(kThreads, kChunkStateBlocksPerSm)
+    ChunkStatesKernel(MesaPrefillArgs a) {
   using Lo = ChunkStatesLayout<D, BlockRows>;
   constexpr int kKStride = Lo::kKStride, kXStride = Lo::kXStride;
   constexpr int kMTiles = BlockRows / 32;        // m tiles a warp: its half of the rows
@@ -1215,10 +1218,11 @@ bool PrefillHandsOff(int64_t num_chunks, int num_heads, int sm_count) {
 }
 
 int PickChunkStateRows(int64_t sequences, int num_heads, int head_dim, int sm_count) {
-  constexpr int kBlocksPerSm = 3;  // ChunkStatesKernel's launch bounds
   const int64_t blocks_of_32 = sequences * num_heads * 2 * (head_dim / 32);
-  return blocks_of_32 > kBlocksPerSm * static_cast<int64_t>(sm_count) && head_dim % 64 == 0 ? 64
-                                                                                            : 32;
+  return blocks_of_32 > kChunkStateBlocksPerSm * static_cast<int64_t>(sm_count) &&
+                 head_dim % 64 == 0
+             ? 64
+             : 32;
 }
 
 int PickSolveRows(const int32_t* prompt_tokens, int64_t prompts, int num_heads, int sm_count) {

@@ -67,7 +67,7 @@ struct MesaPrefillArgs {
   void* out_bf16;            // [rows, K]
   SolveCounters* counters;   // [num_sequences * H], indexed by j
   int32_t solve_rows;        // tokens per solve block: 16, 32 or 64 (PickSolveRows); 0: 64
-  int32_t chunk_state_rows;  // state rows per chunk-state block: 32 or 64 (PickChunkStateRows)
+  int32_t chunk_state_rows;  // rows per chunk-state block: 32 or 64 (PickChunkStateRows); 0: 32
   // A solve block of tolerance-0 sequences takes its products in one f16 pass once every one
   // of its tokens' residuals is at most this fraction of its start (0: always 3xTF32, and the
   // launch takes a kernel without that phase, whose 3xTF32 iterations are faster).
