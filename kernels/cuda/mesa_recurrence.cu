@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "kernels/cuda/decode_timeline.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/head_dim_dispatch.h"
 #include "kernels/cuda/mesa_recurrence.h"
@@ -258,6 +259,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
   float* x_s = smem + L::kX;
   float* reduce = smem + L::kReduce;
   int region = 0;
+  RIDGE_TIMELINE_ENTRY();
   WaitForPreviousKernel();  // before any read: see dependent_launch.h
 
   const int tid = threadIdx.x;
@@ -279,6 +281,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
   const int c4 = tid % L::kCols4, part = tid / L::kCols4;
   float4 h[L::kRows];  // this thread's share of Hs for the whole block; Gs comes during the solve
   LoadPackedHs<L>(h, g_hs, gs_s);  // the barriers before the first Gs copy end its reads
+  RIDGE_TIMELINE_PHASE(kDecodePhaseHsLoaded);
 
   // Conv slot c in [0, 2D) is q channel head*D + c for c < D, else k channel head*D + c - D;
   // thread tid convolves slots tid + i * Threads, i < kChannels. A slot's raw tail, oldest
@@ -341,6 +344,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     }
     if (tid < D) v_s[tid] = pr[2 * K + head * D + tid];
     const float2 norms_sq = BlockSum2<kWarps>(q_sq, k_sq, reduce, region);
+    RIDGE_TIMELINE_PHASE(kDecodePhaseInputs);
 #pragma unroll
     for (int i = 0; i < L::kChannels; ++i) {
       const int c = tid + i * Threads;
@@ -424,6 +428,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     // |r| <= tolerance |r_0|, compared squared: no square root on the iteration's critical path.
     const float stop_sq = (tolerance * initial_norm) * (tolerance * initial_norm);
     int iteration = 0;
+    RIDGE_TIMELINE_PHASE(kDecodePhaseSolveStart);
     float relative_residual = 0.0f;
     bool capped = false;
     if (initial_norm > 0.0f) {
@@ -433,6 +438,8 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       float p_i = 0.0f, s_i = 0.0f, r_sq_prev = 1.0f, curvature_prev = 0.0f;
       while (!converged(delta) && iteration < max_iterations) {
         if (iteration < 2 * kChunks) background_step(iteration);
+        if (iteration == 8) RIDGE_TIMELINE_PHASE(kDecodePhaseIteration8);
+        if (iteration == 16) RIDGE_TIMELINE_PHASE(kDecodePhaseIteration16);
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         const float4* r_rows = reinterpret_cast<const float4*>(r_s + part * L::kRows);
 #pragma unroll
@@ -496,6 +503,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       relative_residual = sqrtf(delta) / initial_norm;
       capped = iteration >= max_iterations && !converged(delta);
     }
+    RIDGE_TIMELINE_PHASE(kDecodePhaseSolveEnd);
     if (tid == 0) {
       SolveCounters& c = a.counters[seq * H + head];  // this block's alone: no atomics
       c.solves += 1;
@@ -525,6 +533,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       reinterpret_cast<float4*>(partial + part * D)[c4] = acc;
     }
     __syncthreads();
+    RIDGE_TIMELINE_PHASE(kDecodePhaseReadout);
     float o_i = 0.0f;
     if (tid < D) {
 #pragma unroll
@@ -537,6 +546,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       if (a.output_gate) o *= Silu(pr[3 * K + head * D + tid]);
       out[row * K + head * D + tid] = __float2bfloat16(o);
     }
+    RIDGE_TIMELINE_PHASE(kDecodePhaseOutput);
     // The next token rewrites q_s/k_s/v_s/x_s only after its first barrier, which every thread
     // reaches after finishing this token's reads.
   }
@@ -550,6 +560,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
       if (j < W - 1) tail_source(c)[static_cast<int64_t>(j) * K] = tail[j * 2 * D + c];
     }
   }
+  RIDGE_TIMELINE_EXIT();
 }
 
 template <int D, int Threads, int Taps>
@@ -574,6 +585,17 @@ cudaError_t Launch(const MesaRecurrenceArgs& args, cudaStream_t stream) {
 }
 
 }  // namespace
+
+cudaError_t CopyDecodeTimeline(int64_t* host, int blocks) {
+#ifdef RIDGE_DECODE_TIMELINE
+  if (blocks < 0 || blocks > kDecodeTimelineBlocks) return cudaErrorInvalidValue;
+  return cudaMemcpyFromSymbol(host, g_decode_timeline,
+                              sizeof(int64_t) * kDecodeTimelineFields * blocks);
+#else
+  (void)host, (void)blocks;
+  return cudaErrorNotSupported;
+#endif
+}
 
 bool MesaRecurrenceSupports(int head_dim, int conv_size) {
   return IsSupportedHeadDim(head_dim) && conv_size >= 1 && conv_size <= kMaxConvSize;

@@ -75,6 +75,31 @@ struct MesaRecurrenceArgs {
   int32_t sm_count;         // the device's multiprocessors: picks the block shape
 };
 
+// One block's record in the decode kernel's phase timeline (kernels/cuda/decode_timeline.h, a
+// build option): clock64() at the end of each phase (of the sequence's last token, when it has
+// several), then the block's SM and %globaltimer in ns at entry and exit.
+enum DecodeTimelineField : int {
+  kDecodePhaseEntry,        // kernel entry
+  kDecodePhaseHsLoaded,     // Hs in registers
+  kDecodePhaseInputs,       // short convolution, SiLU and norms of q and k
+  kDecodePhaseSolveStart,   // Hs updated, Jacobi start and first residual
+  kDecodePhaseIteration8,   // CG iteration 8 begun: iterations 0-7 carried Hs out and Gs in
+  kDecodePhaseIteration16,  // CG iteration 16 begun: iterations 8-15 updated and stored Gs
+  kDecodePhaseSolveEnd,     // CG done
+  kDecodePhaseReadout,      // Gs^T x
+  kDecodePhaseOutput,       // output norm, gate and store
+  kDecodePhaseExit,         // conv tails stored
+  kDecodeTimelineSm,
+  kDecodeTimelineEntryNs,
+  kDecodeTimelineExitNs,
+  kDecodeTimelineFields
+};
+
+// Copies the phase timeline of the last decode launch, kDecodeTimelineFields values a block for
+// its first `blocks` blocks, to host memory; cudaErrorNotSupported in a build without the
+// RIDGE_DECODE_TIMELINE option.
+cudaError_t CopyDecodeTimeline(int64_t* host, int blocks);
+
 // Head dims 64 and 128 and conv sizes up to kMaxConvSize are supported (checked by the caller
 // when the model is created: see MesaRecurrenceSupports).
 inline constexpr int kMaxConvSize = 8;

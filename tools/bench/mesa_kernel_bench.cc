@@ -11,6 +11,10 @@
 //                     the prefill solve's slices and chunk-state blocks; 1 keeps whole chunks)]
 //                     [--layers 14 (state layers per slot; consecutive launches cycle through
 //                      them, so the state is not L2-resident, as in a model step)]
+//                     [--timeline DIR (a build with -DRIDGE_DECODE_TIMELINE=ON: the decode
+//                      kernel's per-block phase clocks of each batch's last launch at the full
+//                      budget, to DIR/decode_timeline_b<batch>.txt; summarise them with
+//                      tools/bench/decode_timeline.py)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,6 +41,7 @@ struct Options {
   int prefill_batch = 8, prefill_tokens = 2048;
   int sm_count = 0;  // 0: the device's (it picks the decode kernel's block shape)
   int layers = 14;
+  std::string timeline_dir;  // empty: no timeline
 };
 
 void Check(cudaError_t e, const char* what) {
@@ -175,6 +180,36 @@ double MeanIterations(const SolveCounters* d, int n) {
   return solves > 0 ? iterations / solves : 0.0;
 }
 
+// The decode kernel's phase timeline of its last launch (`blocks` blocks) to
+// dir/decode_timeline_b<batch>.txt: a header of field names, then a line a block.
+void WriteDecodeTimeline(const std::string& dir, int batch, int blocks) {
+  std::vector<int64_t> record(static_cast<size_t>(blocks) * kDecodeTimelineFields);
+  const cudaError_t e = CopyDecodeTimeline(record.data(), blocks);
+  if (e == cudaErrorNotSupported) {
+    std::fprintf(stderr,
+                 "mesa_kernel_bench: --timeline needs a build with RIDGE_DECODE_TIMELINE\n");
+    std::exit(2);
+  }
+  Check(e, "timeline copy");
+  const std::string path = dir + "/decode_timeline_b" + std::to_string(batch) + ".txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "mesa_kernel_bench: cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+  std::fprintf(f,
+               "entry hs_loaded inputs solve_start iteration8 iteration16 solve_end readout "
+               "output exit sm entry_ns exit_ns\n");
+  for (int b = 0; b < blocks; ++b) {
+    for (int k = 0; k < kDecodeTimelineFields; ++k) {
+      std::fprintf(
+          f, k + 1 < kDecodeTimelineFields ? "%lld " : "%lld\n",
+          static_cast<long long>(record[static_cast<size_t>(b) * kDecodeTimelineFields + k]));
+    }
+  }
+  std::fclose(f);
+}
+
 void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
   std::printf("decode kernel: %d heads x %d, conv %d; one token per sequence, tolerance 0\n",
               o.heads, o.head_dim, o.conv);
@@ -209,6 +244,7 @@ void BenchDecode(const Options& o, int sm_count, std::mt19937& rng) {
         return cudaGetLastError();
       });
       if (i == 2) mean = MeanIterations(counters, b * l.H);
+      if (i == 2 && !o.timeline_dir.empty()) WriteDecodeTimeline(o.timeline_dir, b, b * l.H);
     }
     std::printf("%6d %10.2f %10.2f %10.2f %12.3f %12.2f\n", b, 1e3f * times[0], 1e3f * times[1],
                 1e3f * times[2], 1e3 * (times[2] - times[1]) / std::max(1, o.iterations - 1), mean);
@@ -326,6 +362,8 @@ int Main(int argc, char** argv) {
       o.sm_count = number;
     } else if (flag == "--layers" && number > 0) {
       o.layers = number;
+    } else if (flag == "--timeline" && *value != '\0') {
+      o.timeline_dir = value;
     } else {
       std::fprintf(stderr, "mesa_kernel_bench: bad flag or value: %s %s\n", flag.c_str(), value);
       return 2;
