@@ -24,6 +24,9 @@ NAMES = {"hs_loaded": "Hs in registers", "inputs": "conv, SiLU, norms",
 def summarise(path):
     with open(path) as f:
         header = f.readline().split()
+        missing = [k for k in PHASES + ["sm", "entry_ns", "exit_ns"] if k not in header]
+        if missing:
+            raise ValueError(f"header lacks {missing}")
         blocks = [dict(zip(header, map(int, line.split()))) for line in f if line.strip()]
     if not blocks:
         print(f"{path}: no blocks")
@@ -53,7 +56,12 @@ def main():
         print(__doc__)
         return 2
     for path in sys.argv[1:]:
-        summarise(path)
+        try:
+            summarise(path)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"{path}: not a decode timeline file of mesa_kernel_bench --timeline ({e!r})",
+                  file=sys.stderr)
+            return 1
     return 0
 
 
