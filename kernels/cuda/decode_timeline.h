@@ -14,7 +14,6 @@
 namespace ridge::cuda {
 
 #ifdef RIDGE_DECODE_TIMELINE
-inline constexpr int kDecodeTimelineBlocks = 4096;  // blocks past this are not recorded
 // The record of the last launch (this header is mesa_recurrence.cu's alone: each includer would
 // have its own).
 namespace {

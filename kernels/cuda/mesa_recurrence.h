@@ -95,9 +95,12 @@ enum DecodeTimelineField : int {
   kDecodeTimelineFields
 };
 
+// Blocks of a launch the timeline records: the first this many.
+inline constexpr int kDecodeTimelineBlocks = 4096;
+
 // Copies the phase timeline of the last decode launch, kDecodeTimelineFields values a block for
-// its first `blocks` blocks, to host memory; cudaErrorNotSupported in a build without the
-// RIDGE_DECODE_TIMELINE option.
+// its first `blocks` (at most kDecodeTimelineBlocks) blocks, to host memory;
+// cudaErrorNotSupported in a build without the RIDGE_DECODE_TIMELINE option.
 cudaError_t CopyDecodeTimeline(int64_t* host, int blocks);
 
 // Head dims 64 and 128 and conv sizes up to kMaxConvSize are supported (checked by the caller

@@ -180,9 +180,15 @@ double MeanIterations(const SolveCounters* d, int n) {
   return solves > 0 ? iterations / solves : 0.0;
 }
 
-// The decode kernel's phase timeline of its last launch (`blocks` blocks) to
-// dir/decode_timeline_b<batch>.txt: a header of field names, then a line a block.
-void WriteDecodeTimeline(const std::string& dir, int batch, int blocks) {
+// The decode kernel's phase timeline of its last launch (`launch_blocks` blocks; the first
+// kDecodeTimelineBlocks are recorded) to dir/decode_timeline_b<batch>.txt: a header of field
+// names, then a line a block.
+void WriteDecodeTimeline(const std::string& dir, int batch, int launch_blocks) {
+  const int blocks = std::min(launch_blocks, kDecodeTimelineBlocks);
+  if (blocks < launch_blocks) {
+    std::fprintf(stderr, "mesa_kernel_bench: timeline of batch %d: the first %d of %d blocks\n",
+                 batch, blocks, launch_blocks);
+  }
   std::vector<int64_t> record(static_cast<size_t>(blocks) * kDecodeTimelineFields);
   const cudaError_t e = CopyDecodeTimeline(record.data(), blocks);
   if (e == cudaErrorNotSupported) {
