@@ -27,7 +27,12 @@ struct Engine::Sequence {
   Sampler sampler;
   SolverOptions solver;
   int64_t slot = -1;
-  int64_t prompt_done = 0;
+  // What the sequence prefills when admitted: its prompt, or after a preemption its prompt and
+  // every token it generated (recomputed, so the output goes on as if never preempted).
+  std::vector<int32_t> feed;
+  int64_t prompt_done = 0;  // tokens of `feed` processed
+  int64_t position = 0;     // tokens in its memory
+  BlockTable blocks;
   std::vector<int32_t> generated;
   int32_t next_token = 0;
   SteadyTime submitted, last_token;
@@ -54,11 +59,14 @@ absl::Status ValidateEngineOptions(const EngineOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const MesaNetModel* model,
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model* model,
                                                        const EngineOptions& options,
                                                        EngineObserver* observer) {
   RETURN_IF_ERROR(ValidateEngineOptions(options));
-  auto backend = std::make_unique<CpuBackend>(model, options.max_slots);
+  const KvLayout& kv = model->decoder().kv_layout();
+  const int64_t blocks =
+      options.cpu_kv_blocks > 0 ? options.cpu_kv_blocks : options.max_slots * kv.BlocksFor(4096);
+  auto backend = std::make_unique<CpuBackend>(&model->decoder(), options.max_slots, blocks);
   ModelBackend* raw = backend.get();
   std::unique_ptr<Engine> engine(new Engine(raw, std::move(backend), options, observer));
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
@@ -84,11 +92,23 @@ Engine::Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backen
     : backend_(backend),
       owned_backend_(std::move(owned_backend)),
       options_(options),
-      observer_(observer) {
+      observer_(observer),
+      kv_blocks_(backend->num_kv_blocks()) {
   for (int64_t i = 0; i < options.max_slots; ++i) {
     free_slots_.push_back(options.max_slots - 1 - i);  // hand out slot 0 first
   }
   snapshot_.slots_total = options.max_slots;
+  snapshot_.kv_blocks_total = kv_blocks_.total();
+}
+
+int64_t Engine::PeakBlocks(int64_t tokens) const {
+  const KvLayout& kv = backend_->kv_layout();
+  if (kv.empty()) return 0;
+  const int64_t all = (tokens + kv.block_size - 1) / kv.block_size;
+  if (kv.shared_window == 0) return all;
+  // A step holds the window before its first token and every block its tokens reach.
+  const int64_t span = kv.shared_window + options_.prefill_token_budget;
+  return std::min(all, span / kv.block_size + 2);
 }
 
 Engine::~Engine() {
@@ -102,7 +122,7 @@ Engine::~Engine() {
 }
 
 absl::Status Engine::Validate(const EngineRequest& request) const {
-  const int64_t vocab = backend_->config().vocab_size;
+  const int64_t vocab = backend_->spec().vocab_size;
   if (request.prompt.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
   if (static_cast<int64_t>(request.prompt.size()) > options_.max_prompt_tokens) {
     return absl::OutOfRangeError(absl::StrCat("prompt: ", request.prompt.size(),
@@ -120,6 +140,15 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
                                                    " is more than the limit of ",
                                                    options_.max_new_tokens));
   }
+  const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
+  if (PeakBlocks(tokens) > kv_blocks_.total()) {
+    const KvLayout& kv = backend_->kv_layout();
+    return absl::OutOfRangeError(
+        absl::StrCat("prompt (", request.prompt.size(), " tokens) plus max_tokens (",
+                     request.sampling.max_tokens, ") needs ", PeakBlocks(tokens), " KV blocks of ",
+                     kv.block_size, " tokens; the KV cache holds ", kv_blocks_.total(), " blocks (",
+                     kv_blocks_.total() * kv.block_size, " tokens) in all"));
+  }
   if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_logprobs: ", request.top_logprobs, " must be 0 to ", kMaxTopLogprobs));
@@ -135,8 +164,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
   absl::Status status = Validate(request);
   absl::StatusOr<Sampler> sampler = absl::UnknownError("unset");
   if (status.ok()) {
-    sampler =
-        Sampler::Create(request.sampling, static_cast<int32_t>(backend_->config().vocab_size));
+    sampler = Sampler::Create(request.sampling, static_cast<int32_t>(backend_->spec().vocab_size));
     status = sampler.status();
   }
   std::unique_lock<std::mutex> lock(mutex_);
@@ -160,6 +188,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
   seq->sink = std::move(sink);
   seq->submitted = std::chrono::steady_clock::now();
   seq->usage.prompt_tokens = static_cast<int64_t>(seq->request.prompt.size());
+  seq->feed = seq->request.prompt;
   const RequestId id = seq->id;
   incoming_.push_back(std::move(seq));
   ++queued_;
@@ -194,6 +223,14 @@ bool Engine::WaitIdle(SteadyTime deadline) {
   return delivery_->Flush(deadline);  // the finished requests' last events reach their sinks
 }
 
+EngineMemory Engine::memory() const {
+  const KvLayout& kv = backend_->kv_layout();
+  return {.state_bytes_per_slot = backend_->state_bytes_per_slot(),
+          .kv_bytes_per_token = kv.floats_per_token * static_cast<int64_t>(sizeof(float)),
+          .kv_block_size = kv.empty() ? 0 : kv.block_size,
+          .kv_blocks_total = backend_->num_kv_blocks()};
+}
+
 EngineSnapshot Engine::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return snapshot_;
@@ -226,12 +263,40 @@ void Engine::Loop() {
   DeliverEvents();
 }
 
-void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
-  const SteadyTime now = std::chrono::steady_clock::now();
+void Engine::ReleaseMemory(Sequence& seq) {
   if (seq.slot >= 0) {
     free_slots_.push_back(seq.slot);
     seq.slot = -1;
   }
+  seq.blocks.Clear(kv_blocks_);
+}
+
+void Engine::Preempt(const std::vector<RequestId>& victims) {
+  // Victims come newest first; pushing each to the front leaves the oldest first.
+  for (RequestId id : victims) {
+    auto it = std::find_if(running_.begin(), running_.end(),
+                           [&](const std::unique_ptr<Sequence>& s) { return s->id == id; });
+    RIDGE_CHECK(it != running_.end());
+    std::unique_ptr<Sequence> seq = std::move(*it);
+    running_.erase(it);
+    ReleaseMemory(*seq);
+    seq->feed = seq->request.prompt;
+    seq->feed.insert(seq->feed.end(), seq->generated.begin(), seq->generated.end());
+    seq->prompt_done = 0;
+    seq->position = 0;
+    Log(LogLevel::kDebug, "request ", seq->id, ": preempted for KV blocks after ",
+        seq->generated.size(), " tokens; it will be recomputed");
+    waiting_.push_front(std::move(seq));
+  }
+  if (!victims.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_ += static_cast<int64_t>(victims.size());
+  }
+}
+
+void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  ReleaseMemory(seq);
   seq.usage.completion_tokens = static_cast<int64_t>(seq.generated.size());
   seq.usage.total_seconds = Seconds(seq.submitted, now);
   RequestEvent& event = seq.pending;
@@ -298,7 +363,7 @@ bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
     Finish(seq, FinishReason::kStop, absl::OkStatus());
     return false;
   }
-  if (!p.ignore_eos && token == backend_->config().eos_token_id) {
+  if (!p.ignore_eos && backend_->spec().IsEos(token)) {
     Finish(seq, FinishReason::kEos, absl::OkStatus());
     return false;
   }
@@ -325,15 +390,23 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   std::vector<RunningSequenceInfo> running_info;
   for (const auto& seq : running_) {
     running_info.push_back(
-        {seq->id, static_cast<int64_t>(seq->request.prompt.size()) - seq->prompt_done});
+        {.id = seq->id,
+         .prompt_tokens_left = static_cast<int64_t>(seq->feed.size()) - seq->prompt_done,
+         .position = seq->position,
+         .table_blocks = seq->blocks.size(),
+         .live_blocks = seq->blocks.live()});
   }
   std::vector<WaitingRequestInfo> waiting_info;
   for (const auto& seq : waiting_) {
-    waiting_info.push_back({seq->id, static_cast<int64_t>(seq->request.prompt.size())});
+    waiting_info.push_back({seq->id, static_cast<int64_t>(seq->feed.size())});
   }
-  const StepPlan plan =
-      PlanStep(running_info, waiting_info, static_cast<int64_t>(free_slots_.size()),
-               options_.prefill_token_budget);
+  const KvLayout& kv = backend_->kv_layout();
+  const StepPlan plan = PlanStep(running_info, waiting_info,
+                                 {.free_slots = static_cast<int64_t>(free_slots_.size()),
+                                  .free_blocks = kv_blocks_.free(),
+                                  .prefill_tokens = options_.prefill_token_budget},
+                                 {.block_size = kv.empty() ? 0 : kv.block_size});
+  Preempt(plan.preempt);
 
   const SteadyTime step_start = std::chrono::steady_clock::now();
   std::vector<RequestId> failed_admissions;  // finished at once: the plan must skip them
@@ -368,15 +441,20 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   };
   std::vector<Sequence*> members;
   std::vector<SlotChunk> chunks;
+  // The blocks the plan reserved for each piece (it counted them, so they are there).
+  auto take_blocks = [&](Sequence& seq, int64_t tokens) {
+    RIDGE_CHECK(seq.blocks.Grow(kv, seq.position + tokens, kv_blocks_));
+    return seq.blocks.entries();
+  };
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
   StepReport report;
   for (const auto& [id, n] : plan.prefill) {
     Sequence* found = find(id);
     if (found == nullptr) continue;
     Sequence& seq = *found;
-    chunks.push_back({seq.slot,
-                      std::span<const int32_t>(seq.request.prompt).subspan(seq.prompt_done, n),
-                      seq.solver, &step_stats[chunks.size()], SolvePhase::kPrefill});
+    chunks.push_back({seq.slot, std::span<const int32_t>(seq.feed).subspan(seq.prompt_done, n),
+                      seq.solver, &step_stats[chunks.size()], SolvePhase::kPrefill,
+                      take_blocks(seq, n)});
     members.push_back(&seq);
     report.prefill_tokens += n;
   }
@@ -388,9 +466,11 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
                       {&seq.next_token, 1},
                       seq.solver,
                       &step_stats[chunks.size()],
-                      SolvePhase::kDecode});
+                      SolvePhase::kDecode,
+                      take_blocks(seq, 1)});
     members.push_back(&seq);
   }
+  report.preemptions = static_cast<int64_t>(plan.preempt.size());
   report.prefill_sequences = static_cast<int64_t>(plan.prefill.size());
   report.decode_sequences = static_cast<int64_t>(plan.decode.size());
 
@@ -403,7 +483,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
       const int64_t done = seq.prompt_done + (chunks[i].phase == SolvePhase::kPrefill
                                                   ? static_cast<int64_t>(chunks[i].tokens.size())
                                                   : 0);
-      if (done < static_cast<int64_t>(seq.request.prompt.size())) continue;  // no token yet
+      if (done < static_cast<int64_t>(seq.feed.size())) continue;  // no token yet
       picks[i] = {&seq.sampler,  seq.sampler.NextDrawUniform(), seq.request.prompt,
                   seq.generated, seq.wants_logprobs(),          seq.request.top_logprobs};
     }
@@ -423,9 +503,11 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         finished.push_back(seq.id);
         continue;
       }
+      seq.position += static_cast<int64_t>(chunks[i].tokens.size());
+      seq.blocks.Trim(kv, seq.position, kv_blocks_);
       if (prefill) {
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
-        if (seq.prompt_done < static_cast<int64_t>(seq.request.prompt.size())) continue;
+        if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) continue;
       }
       if (!Advance(seq, std::move(picked[i]), now)) finished.push_back(seq.id);
     }
@@ -434,12 +516,14 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     });
   }
   PublishSnapshot();
-  if (observer_ != nullptr && !chunks.empty()) {
+  if (observer_ != nullptr && (!chunks.empty() || report.preemptions > 0)) {
     const EngineSnapshot snap = Snapshot();
     report.running = snap.running;
     report.waiting = snap.waiting;
     report.slots_used = snap.slots_used;
     report.slots_total = snap.slots_total;
+    report.kv_blocks_used = snap.kv_blocks_used;
+    report.kv_blocks_total = snap.kv_blocks_total;
     observer_->OnStep(report);
   }
   DeliverEvents();
@@ -459,6 +543,7 @@ void Engine::PublishSnapshot() {
   snapshot_.running = static_cast<int64_t>(running_.size());
   snapshot_.waiting = queued_;
   snapshot_.slots_used = options_.max_slots - static_cast<int64_t>(free_slots_.size());
+  snapshot_.kv_blocks_used = kv_blocks_.used();
   snapshot_.draining = draining_;
 }
 

@@ -15,15 +15,19 @@
 #include "absl/status/statusor.h"
 #include "engine/engine_observer.h"
 #include "engine/event_delivery.h"
+#include "engine/kv_block_pool.h"
 #include "engine/request.h"
-#include "engine/sampler.h"
-#include "models/mesanet_model.h"
+#include "models/model.h"
 #include "models/model_backend.h"
+#include "sampling/sampler.h"
 
 namespace ridge {
 
 struct EngineOptions {
-  int64_t max_slots = 64;               // sequences decoding at once (state pool size)
+  int64_t max_slots = 64;  // sequences decoding at once (state pool size)
+  // KV blocks of the CPU backend that Create(const Model*) builds, for models with attention
+  // layers; 0 gives each slot room for 4096 tokens. (A backend passed in brings its own pool.)
+  int64_t cpu_kv_blocks = 0;
   int64_t max_waiting = 256;            // queued requests beyond the slots; more -> rejected
   int64_t prefill_token_budget = 512;   // prompt tokens per step, so decode is never stalled
   int64_t max_prompt_tokens = 1 << 20;  // longer prompts are rejected
@@ -34,16 +38,26 @@ struct EngineOptions {
 
 absl::Status ValidateEngineOptions(const EngineOptions& options);
 
+// What one sequence's memory costs (the backend's layout and pool sizes).
+struct EngineMemory {
+  int64_t state_bytes_per_slot = 0;
+  int64_t kv_bytes_per_token = 0;  // 0 without attention layers
+  int64_t kv_block_size = 0;
+  int64_t kv_blocks_total = 0;
+};
+
 struct EngineSnapshot {
   int64_t running = 0, waiting = 0, slots_used = 0, slots_total = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   bool draining = false;
 };
 
 class Engine {
  public:
-  // Starts the scheduler thread on a CPU backend with options.max_slots states. `model` and
-  // `observer` (may be null) must outlive the engine.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(const MesaNetModel* model,
+  // Starts the scheduler thread on a CPU backend with options.max_slots states (and
+  // options.cpu_kv_blocks KV blocks). `model` and `observer` (may be null) must outlive the
+  // engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const Model* model,
                                                         const EngineOptions& options,
                                                         EngineObserver* observer);
   // Same on any backend; it must have at least options.max_slots slots and outlive the engine.
@@ -53,7 +67,8 @@ class Engine {
   ~Engine();  // cancels everything still running and joins the thread
 
   // Validates and queues a request. Errors: kInvalidArgument (bad field, named),
-  // kOutOfRange (prompt too long), kResourceExhausted (queue full), kUnavailable (draining).
+  // kOutOfRange (prompt too long, or prompt plus max_tokens more than the whole KV cache holds),
+  // kResourceExhausted (queue full), kUnavailable (draining).
   absl::StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestSink> sink);
   // The request finishes within one step: kCancelled, or kStop for kStopString. Unknown or
   // finished ids are ignored.
@@ -65,7 +80,8 @@ class Engine {
   bool WaitIdle(SteadyTime deadline);
 
   EngineSnapshot Snapshot() const;
-  const MesaNetConfig& config() const { return backend_->config(); }
+  const ModelSpec& spec() const { return backend_->spec(); }
+  EngineMemory memory() const;
   const EngineOptions& options() const { return options_; }
 
  private:
@@ -73,6 +89,8 @@ class Engine {
   Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backend,
          const EngineOptions& options, EngineObserver* observer);
   absl::Status Validate(const EngineRequest& request) const;
+  // Blocks a sequence of `tokens` positions needs at most in one step.
+  int64_t PeakBlocks(int64_t tokens) const;
   void Loop();
   // One scheduling step on the engine thread, without the lock held.
   using CancelList = std::vector<std::pair<RequestId, CancelReason>>;
@@ -82,6 +100,10 @@ class Engine {
   // when the sequence is finished.
   bool Advance(Sequence& seq, PickedToken picked, SteadyTime now);
   void Finish(Sequence& seq, FinishReason reason, absl::Status status);
+  // Gives back the slot and blocks of every planned victim and puts it back at the front of the
+  // queue (oldest first), to be recomputed from its tokens.
+  void Preempt(const std::vector<RequestId>& victims);
+  void ReleaseMemory(Sequence& seq);
   void PublishSnapshot();
   // Posts the step's events to the delivery thread once its metrics are recorded, so a client
   // that has its answer and then scrapes /metrics sees the step that produced it.
@@ -108,6 +130,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int64_t> free_slots_;
+  KvBlockPool kv_blocks_;
   EventDelivery::Events outbox_;  // this step's events, posted to delivery_ at its end
   std::unique_ptr<EventDelivery> delivery_ = std::make_unique<EventDelivery>();
   std::thread thread_;

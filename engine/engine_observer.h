@@ -19,6 +19,9 @@ struct StepReport {
   int64_t waiting = 0;  // after the step: queued, no slot yet
   int64_t slots_used = 0;
   int64_t slots_total = 0;
+  int64_t kv_blocks_used = 0;  // after the step (0 and 0 for models without attention layers)
+  int64_t kv_blocks_total = 0;
+  int64_t preemptions = 0;  // sequences preempted for KV blocks this step
 };
 
 class EngineObserver {

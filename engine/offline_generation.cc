@@ -4,9 +4,11 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "base/status_macros.h"
-#include "engine/sampler.h"
+#include "engine/kv_block_pool.h"
 #include "models/cpu_backend.h"
+#include "sampling/sampler.h"
 
 namespace ridge {
 namespace {
@@ -22,17 +24,19 @@ struct ActiveSequence {
   Sampler sampler;
   int32_t next_token = 0;
   bool done = false;
+  int64_t position = 0;  // tokens in its memory
+  BlockTable blocks;
 };
 
 // Records `token` as sampled; returns true when the sequence ends with it.
-bool Accept(ActiveSequence& seq, int32_t token, int64_t eos_token_id) {
+bool Accept(ActiveSequence& seq, int32_t token, const ModelSpec& spec) {
   const SamplingParams& p = seq.request->sampling;
   if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
       p.stop_token_ids.end()) {
     seq.result->finish_reason = FinishReason::kStop;
     return true;
   }
-  if (!p.ignore_eos && token == eos_token_id) {
+  if (!p.ignore_eos && spec.IsEos(token)) {
     seq.result->finish_reason = FinishReason::kEos;
     return true;
   }
@@ -48,22 +52,27 @@ bool Accept(ActiveSequence& seq, int32_t token, int64_t eos_token_id) {
 }  // namespace
 
 absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
-    const MesaNetModel& model, std::span<const GenerationRequest> requests,
-    GenerationTimings* timings) {
-  CpuBackend backend(&model, std::max<int64_t>(1, static_cast<int64_t>(requests.size())));
+    const Model& model, std::span<const GenerationRequest> requests, GenerationTimings* timings) {
+  int64_t blocks = 0;
+  for (const GenerationRequest& r : requests) {
+    blocks += model.decoder().kv_layout().BlocksForAll(static_cast<int64_t>(r.prompt.size()) +
+                                                       r.sampling.max_tokens);
+  }
+  CpuBackend backend(&model.decoder(), std::max<int64_t>(1, static_cast<int64_t>(requests.size())),
+                     blocks);
   return GenerateOffline(backend, requests, timings);
 }
 
 absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     ModelBackend& backend, std::span<const GenerationRequest> requests,
     GenerationTimings* timings) {
-  const MesaNetConfig& config = backend.config();
+  const ModelSpec& spec = backend.spec();
   if (static_cast<int64_t>(requests.size()) > backend.num_slots()) {
     return absl::InvalidArgumentError(
         absl::StrCat(requests.size(), " requests need as many slots; the ",
                      std::string(backend.name()), " backend has ", backend.num_slots()));
   }
-  const int32_t vocab = static_cast<int32_t>(config.vocab_size);
+  const int32_t vocab = static_cast<int32_t>(spec.vocab_size);
   std::vector<GenerationResult> results(requests.size());
   std::vector<ActiveSequence> sequences;
   sequences.reserve(requests.size());
@@ -86,6 +95,17 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     }
     sequences.push_back({&request, &results[i], static_cast<int64_t>(i), std::move(*sampler)});
   }
+  const KvLayout& kv = backend.kv_layout();
+  int64_t blocks_needed = 0;
+  for (const GenerationRequest& r : requests) {
+    blocks_needed += kv.BlocksForAll(static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens);
+  }
+  if (blocks_needed > backend.num_kv_blocks()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the prompts plus max_tokens need ", blocks_needed, " KV blocks of ", kv.block_size,
+        " tokens; the ", std::string(backend.name()), " backend has ", backend.num_kv_blocks()));
+  }
+  KvBlockPool pool(backend.num_kv_blocks());
   for (const ActiveSequence& seq : sequences) RETURN_IF_ERROR(backend.ResetSlot(seq.slot));
   GenerationTimings local;
   GenerationTimings& t = timings != nullptr ? *timings : local;
@@ -105,7 +125,7 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     RETURN_IF_ERROR(backend.ForwardPick(chunks, picks, &picked));
     for (size_t i = 0; i < batch.size(); ++i) {
       ++t.generated_tokens;
-      batch[i]->done = Accept(*batch[i], picked[i].token, config.eos_token_id);
+      batch[i]->done = Accept(*batch[i], picked[i].token, spec);
     }
     return absl::OkStatus();
   };
@@ -113,8 +133,10 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
   auto start = std::chrono::steady_clock::now();
   std::vector<ActiveSequence*> batch;
   for (ActiveSequence& seq : sequences) {
-    chunks.push_back(
-        {seq.slot, seq.request->prompt, seq.request->solver, &seq.result->prefill_solver});
+    RIDGE_CHECK(seq.blocks.Grow(kv, static_cast<int64_t>(seq.request->prompt.size()), pool));
+    seq.position = static_cast<int64_t>(seq.request->prompt.size());
+    chunks.push_back({seq.slot, seq.request->prompt, seq.request->solver,
+                      &seq.result->prefill_solver, SolvePhase::kPrefill, seq.blocks.entries()});
     batch.push_back(&seq);
     t.prompt_tokens += static_cast<int64_t>(seq.request->prompt.size());
   }
@@ -128,11 +150,13 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     for (ActiveSequence& seq : sequences) {
       if (seq.done) continue;
       batch.push_back(&seq);
+      RIDGE_CHECK(seq.blocks.Grow(kv, ++seq.position, pool));  // counted above
       chunks.push_back({seq.slot,
                         {&seq.next_token, 1},
                         seq.request->solver,
                         &seq.result->decode_solver,
-                        SolvePhase::kDecode});
+                        SolvePhase::kDecode,
+                        seq.blocks.entries()});
     }
     if (batch.empty()) break;
     RETURN_IF_ERROR(step(batch));

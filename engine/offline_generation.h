@@ -10,10 +10,10 @@
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
-#include "engine/sampling_params.h"
 #include "kernels/solver_types.h"
-#include "models/mesanet_model.h"
+#include "models/model.h"
 #include "models/model_backend.h"
+#include "sampling/sampling_params.h"
 
 namespace ridge {
 
@@ -45,7 +45,6 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
 
 // The same on the CPU.
 absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
-    const MesaNetModel& model, std::span<const GenerationRequest> requests,
-    GenerationTimings* timings);
+    const Model& model, std::span<const GenerationRequest> requests, GenerationTimings* timings);
 
 }  // namespace ridge

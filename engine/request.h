@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/sampling_params.h"
 #include "kernels/solver_types.h"
+#include "sampling/sampling_params.h"
 
 namespace ridge {
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/kv_block_pool.h"
 #include "models/cpu_backend.h"
 
 namespace ridge {
@@ -22,10 +23,11 @@ double Perplexity(std::span<const float> logits, std::span<const int32_t> ids, i
   return std::exp(nll / double(ids.size() - 1));
 }
 
-absl::StatusOr<ScoreResult> ScoreSequence(const MesaNetModel& model, std::span<const int32_t> ids,
+absl::StatusOr<ScoreResult> ScoreSequence(const Model& model, std::span<const int32_t> ids,
                                           std::optional<int64_t> decode_from,
                                           const SolverOptions& solver) {
-  CpuBackend backend(&model, 1);
+  const int64_t blocks = model.decoder().kv_layout().BlocksForAll(static_cast<int64_t>(ids.size()));
+  CpuBackend backend(&model.decoder(), 1, blocks);
   return ScoreSequence(backend, ids, decode_from, solver);
 }
 
@@ -39,11 +41,20 @@ absl::StatusOr<ScoreResult> ScoreSequence(ModelBackend& backend, std::span<const
     return absl::InvalidArgumentError(absl::StrCat(
         "decode_from ", prefill, " must be between 1 and the number of ids (", total, ")"));
   }
-  const int64_t vocab = backend.config().vocab_size;
+  const int64_t vocab = backend.spec().vocab_size;
   ScoreResult result;
   result.logits.reserve(total * vocab);
   RETURN_IF_ERROR(backend.ResetSlot(0));
+  const KvLayout& kv = backend.kv_layout();
+  KvBlockPool pool(backend.num_kv_blocks());
+  BlockTable table;
+  if (!table.Grow(kv, total, pool)) {
+    return absl::OutOfRangeError(absl::StrCat(total, " tokens need ", kv.BlocksForAll(total),
+                                              " KV blocks; the ", std::string(backend.name()),
+                                              " backend has ", backend.num_kv_blocks()));
+  }
   SlotChunk chunk{0, ids.subspan(0, prefill), solver, &result.solver_stats};
+  chunk.kv_blocks = table.entries();
   std::vector<float> logits;
   RETURN_IF_ERROR(backend.Forward({&chunk, 1}, LogitsFor::kAllTokens, &logits));
   result.logits.insert(result.logits.end(), logits.begin(), logits.end());

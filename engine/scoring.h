@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/solver_types.h"
-#include "models/mesanet_model.h"
+#include "models/model.h"
 #include "models/model_backend.h"
 
 namespace ridge {
@@ -23,13 +23,13 @@ struct ScoreResult {
 
 // decode_from = N: prefill tokens [0, N) in one call, then feed the rest one at a time through
 // the decode path. Without it, all tokens are one prefill. Runs in the backend's slot 0 (reset
-// first).
+// first) and, for models with attention layers, its first KV blocks.
 absl::StatusOr<ScoreResult> ScoreSequence(ModelBackend& backend, std::span<const int32_t> ids,
                                           std::optional<int64_t> decode_from,
                                           const SolverOptions& solver);
 
 // The same on the CPU.
-absl::StatusOr<ScoreResult> ScoreSequence(const MesaNetModel& model, std::span<const int32_t> ids,
+absl::StatusOr<ScoreResult> ScoreSequence(const Model& model, std::span<const int32_t> ids,
                                           std::optional<int64_t> decode_from,
                                           const SolverOptions& solver);
 

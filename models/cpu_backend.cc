@@ -1,29 +1,44 @@
 #include "models/cpu_backend.h"
 
+#include <algorithm>
+
 #include "base/status_macros.h"
 
 namespace ridge {
 
-CpuBackend::CpuBackend(const MesaNetModel* model, int64_t num_slots) : model_(model) {
-  slots_.reserve(num_slots);
-  for (int64_t i = 0; i < num_slots; ++i) slots_.push_back(model->NewState());
-}
+CpuBackend::CpuBackend(const CpuDecoder* decoder, int64_t num_slots, int64_t num_kv_blocks)
+    : decoder_(decoder),
+      floats_per_slot_(decoder->recurrent_layout().floats_per_slot),
+      num_kv_blocks_(decoder->kv_layout().empty() ? 0 : num_kv_blocks),
+      states_(num_slots * floats_per_slot_, 0.0f),
+      positions_(num_slots, 0),
+      kv_storage_(num_kv_blocks_ * decoder->kv_layout().floats_per_block(), 0.0f) {}
 
 absl::Status CpuBackend::ResetSlot(int64_t slot) {
   RETURN_IF_ERROR(CheckSlot(slot));
-  slots_[slot].Reset();
+  std::fill_n(states_.begin() + slot * floats_per_slot_, floats_per_slot_, 0.0f);
+  positions_[slot] = 0;
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                                  std::vector<float>* logits) {
   RETURN_IF_ERROR(ValidateChunks(chunks));
-  std::vector<SequenceChunk> sequences;
+  std::vector<CpuSequence> sequences;
   sequences.reserve(chunks.size());
   for (const SlotChunk& c : chunks) {
-    sequences.push_back({&slots_[c.slot], c.tokens, c.solver, c.stats, c.phase});
+    sequences.push_back(
+        {.state = floats_per_slot_ > 0 ? &states_[c.slot * floats_per_slot_] : nullptr,
+         .position = positions_[c.slot],
+         .kv_blocks = c.kv_blocks,
+         .tokens = c.tokens,
+         .solver = c.solver,
+         .stats = c.stats,
+         .phase = c.phase});
   }
-  return model_->Forward(sequences, which, logits);
+  RETURN_IF_ERROR(decoder_->Forward(sequences, kv_storage_.data(), which, logits));
+  for (const SlotChunk& c : chunks) positions_[c.slot] += static_cast<int64_t>(c.tokens.size());
+  return absl::OkStatus();
 }
 
 }  // namespace ridge

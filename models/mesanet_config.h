@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/model_spec.h"
 #include "nlohmann/json.hpp"
 
 namespace ridge {
@@ -22,8 +24,8 @@ struct MesaNetConfig {
   bool use_output_gate = false;
   bool tie_word_embeddings = false;
   int64_t vocab_size = 32000;
-  int64_t bos_token_id = 1;  // -1 when absent
-  int64_t eos_token_id = 2;  // -1 when absent
+  int64_t bos_token_id = 1;                  // -1 when absent
+  std::vector<int64_t> eos_token_ids = {2};  // generation stops on any
   int64_t max_cg_step_decoding = 30;
 
   int64_t key_dim() const { return num_heads * head_dim; }
@@ -34,5 +36,8 @@ struct MesaNetConfig {
 };
 
 absl::StatusOr<MesaNetConfig> ParseMesaNetConfig(const nlohmann::json& json);
+
+// The same model as data: every layer a MesaSpec.
+ModelSpec ToModelSpec(const MesaNetConfig& config);
 
 }  // namespace ridge

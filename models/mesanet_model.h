@@ -1,9 +1,6 @@
-// The MesaNet forward pass on the CPU (spec: shared/specs/mesanet.md, section 2).
-//
-// One call advances any number of sequences by any number of tokens each: the projections,
-// norms and MLP run as single matrix products over all tokens of all sequences, and the
-// per-head recurrence with its CG solve runs in parallel over (sequence, head) pairs.
-// Prefill, chunked prefill and batched decode are all this one call.
+// A MesaNet checkpoint: its config, its weights in fp32 on the host (the CUDA backend uploads
+// them) and the CPU decoder runner over them with a MesaMixer per layer (spec:
+// shared/specs/mesanet.md, section 2). Forward runs MesaState values through that runner.
 #pragma once
 
 #include <cstdint>
@@ -14,16 +11,13 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/solver_types.h"
+#include "models/cpu/decoder.h"
 #include "models/mesanet_config.h"
 #include "models/mesanet_state.h"
 #include "models/mesanet_weights.h"
+#include "models/model.h"
 
 namespace ridge {
-
-// Where CG starts, as FLA does: prefill from zero, decode from the Jacobi guess.
-enum class SolvePhase { kPrefill, kDecode };
-
-enum class LogitsFor { kAllTokens, kLastToken };
 
 struct SequenceChunk {
   MesaState* state = nullptr;
@@ -33,7 +27,7 @@ struct SequenceChunk {
   SolvePhase phase = SolvePhase::kPrefill;
 };
 
-class MesaNetModel {
+class MesaNetModel : public Model {
  public:
   static absl::StatusOr<std::unique_ptr<MesaNetModel>> Load(const std::filesystem::path& dir);
   // A model in the shape of dir/config.json (no weights read) with RandomMesaNetWeights(seed):
@@ -41,9 +35,13 @@ class MesaNetModel {
   static absl::StatusOr<std::unique_ptr<MesaNetModel>> Random(const std::filesystem::path& dir,
                                                               uint64_t seed);
   MesaNetModel(MesaNetConfig config, MesaNetWeights weights);
+  MesaNetModel(const MesaNetModel&) = delete;  // the runner points into the weights
+  MesaNetModel& operator=(const MesaNetModel&) = delete;
 
   const MesaNetConfig& config() const { return config_; }
   const MesaNetWeights& weights() const { return weights_; }
+  const CpuDecoder& decoder() const override { return *decoder_; }
+  const MesaNetModel* mesanet() const override { return this; }
   MesaState NewState() const { return MesaState(config_); }
 
   // Advances every chunk's state over its tokens. `logits` receives [rows, vocab] floats:
@@ -53,13 +51,9 @@ class MesaNetModel {
                        std::vector<float>* logits) const;
 
  private:
-  struct Batch;
-  void RunLayer(int64_t layer, std::span<const SequenceChunk> chunks, Batch& batch) const;
-  void ShortConvolution(int64_t layer, std::span<const SequenceChunk> chunks, Batch& batch) const;
-  void Recurrence(int64_t layer, std::span<const SequenceChunk> chunks, Batch& batch) const;
-
   MesaNetConfig config_;
   MesaNetWeights weights_;
+  std::unique_ptr<CpuDecoder> decoder_;
 };
 
 }  // namespace ridge

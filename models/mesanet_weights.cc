@@ -7,56 +7,10 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise.h"
+#include "models/tensor_reader.h"
 
 namespace ridge {
 namespace {
-
-// Reads tensors by name with shape checks and remembers which ones were used.
-class TensorReader {
- public:
-  explicit TensorReader(const Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
-
-  // Appends the tensor's values (as float) to `out`.
-  absl::Status Append(const std::string& name, std::vector<int64_t> shape,
-                      std::vector<float>* out) {
-    const TensorView* view = checkpoint_.Find(name);
-    if (view == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", name, " is missing from ", checkpoint_.dir().string()));
-    }
-    if (view->shape != shape) {
-      TensorView expected;
-      expected.shape = shape;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", name, ": expected ", expected.ShapeString(), ", found ", view->ShapeString()));
-    }
-    const size_t offset = out->size();
-    out->resize(offset + view->NumElements());
-    CopyToFloat(*view, out->data() + offset);
-    used_.insert(name);
-    return absl::OkStatus();
-  }
-
-  absl::Status Read(const std::string& name, std::vector<int64_t> shape, std::vector<float>* out) {
-    out->clear();
-    return Append(name, std::move(shape), out);
-  }
-
-  bool Has(const std::string& name) const { return checkpoint_.Find(name) != nullptr; }
-  void Ignore(const std::string& name) { used_.insert(name); }
-
-  std::vector<std::string> Unused() const {
-    std::vector<std::string> unused;
-    for (const auto& name : checkpoint_.TensorNames()) {
-      if (!used_.contains(name)) unused.push_back(name);
-    }
-    return unused;
-  }
-
- private:
-  const Checkpoint& checkpoint_;
-  std::set<std::string> used_;
-};
 
 absl::Status LoadLayer(TensorReader& reader, const MesaNetConfig& config, int index,
                        MesaLayerWeights* layer) {

@@ -12,7 +12,7 @@ absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
                                          std::vector<int32_t>* next_tokens) {
   std::vector<float> logits;
   RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
-  const int64_t vocab = config().vocab_size;
+  const int64_t vocab = spec().vocab_size;
   next_tokens->resize(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
     (*next_tokens)[i] = GreedyToken(std::span<const float>(logits).subspan(i * vocab, vocab));
@@ -26,7 +26,7 @@ absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
   std::vector<float> logits;
   RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
-  const int64_t vocab = config().vocab_size;
+  const int64_t vocab = spec().vocab_size;
   picked->assign(chunks.size(), PickedToken{});
   for (size_t i = 0; i < chunks.size(); ++i) {
     const TokenPick& pick = picks[i];
@@ -63,7 +63,7 @@ absl::Status ModelBackend::ValidatePicks(std::span<const SlotChunk> chunks,
     return absl::InvalidArgumentError(
         absl::StrCat(picks.size(), " token picks for ", chunks.size(), " sequences"));
   }
-  const int64_t vocab = config().vocab_size;
+  const int64_t vocab = spec().vocab_size;
   for (size_t i = 0; i < picks.size(); ++i) {
     const TokenPick& pick = picks[i];
     if (pick.sampler == nullptr) continue;
@@ -99,7 +99,7 @@ absl::Status ModelBackend::CheckSlot(int64_t slot) const {
 }
 
 absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) const {
-  const int64_t vocab = config().vocab_size;
+  const int64_t vocab = spec().vocab_size;
   std::vector<bool> used(num_slots(), false);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SlotChunk& chunk = chunks[i];
@@ -119,6 +119,12 @@ absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) con
       if (token < 0 || token >= vocab) {
         return absl::InvalidArgumentError(absl::StrCat(
             "sequence ", i, ": token id ", token, " is outside the vocabulary [0, ", vocab, ")"));
+      }
+    }
+    for (int32_t block : chunk.kv_blocks) {
+      if (block < -1 || block >= num_kv_blocks()) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": KV block ", block,
+                                                       " is outside [0, ", num_kv_blocks(), ")"));
       }
     }
   }

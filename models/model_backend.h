@@ -1,6 +1,8 @@
-// Where a model's forward pass runs and where its per-sequence states live: the engine talks to
-// this interface, so the scheduler is the same on the CPU and on a GPU. A backend owns a fixed
-// pool of state slots; each step names the slot of every sequence it advances.
+// Where a model's forward pass runs and where its per-sequence memory lives: the engine talks to
+// this interface, so the scheduler is the same on the CPU and on a GPU. A backend stores a fixed
+// pool of recurrent-state slots and, for models with attention layers, a fixed pool of KV
+// blocks; the engine does the bookkeeping (which slot and which blocks belong to whom) and each
+// step names the slot and the block table of every sequence it advances.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/sampler.h"
 #include "kernels/solver_types.h"
 #include "models/mesanet_config.h"
 #include "models/mesanet_model.h"
+#include "sampling/sampler.h"
 
 namespace ridge {
 
@@ -23,6 +25,9 @@ struct SlotChunk {
   SolverOptions solver;
   SolverStats* stats = nullptr;  // optional: every solve of this chunk is added here
   SolvePhase phase = SolvePhase::kPrefill;
+  // The sequence's KV block table (models with attention layers): entry i holds positions
+  // [i * block_size, (i + 1) * block_size); it must cover every position up to the chunk's end.
+  std::span<const int32_t> kv_blocks;
 };
 
 // The most alternatives (with their log-probabilities) a token pick may ask for.
@@ -50,21 +55,27 @@ class ModelBackend {
   virtual ~ModelBackend() = default;
 
   virtual std::string_view name() const = 0;  // "cpu" or "cuda"
-  virtual const MesaNetConfig& config() const = 0;
+  virtual const ModelSpec& spec() const = 0;
   virtual int64_t num_slots() const = 0;
   // Bytes one slot's state takes in this backend's pool (the GPU's packs each Hs).
-  virtual int64_t state_bytes_per_slot() const { return config().StateBytes(); }
+  virtual int64_t state_bytes_per_slot() const = 0;
+  // The KV cache: how its blocks are laid out, and how many the backend stores (0 for a model
+  // without attention layers).
+  virtual const KvLayout& kv_layout() const = 0;
+  virtual int64_t num_kv_blocks() const { return 0; }
+  // Tokens a slot's sequence has consumed since its reset.
+  virtual int64_t SlotPosition(int64_t slot) const = 0;
   // Prompt tokens per engine step when the user sets no budget. A step with prompt tokens holds
   // up every decoding sequence until they are done: the CPU's cost grows with the tokens, so a
   // small budget; the GPU's chunked prefill costs about the same for one chunk as for dozens
   // (each chunk's solve is one block), so a larger one (about three waves of those blocks).
   virtual int64_t preferred_prefill_tokens_per_step() const { return 512; }
 
-  // Clears a slot to the start of a sequence.
+  // Clears a slot to the start of a sequence (its KV blocks are the engine's to give back).
   virtual absl::Status ResetSlot(int64_t slot) = 0;
 
   // Advances every chunk's slot over its tokens; one chunk per slot at most. `logits` receives
-  // [rows, vocab] floats, rows as MesaNetModel::Forward describes.
+  // [rows, vocab] floats: one row per token (kAllTokens) or per chunk (kLastToken).
   virtual absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                                std::vector<float>* logits) = 0;
 

@@ -100,20 +100,6 @@ absl::Status CheckNoOverlap(std::vector<TensorView>& tensors, const std::byte* p
 
 }  // namespace
 
-const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-  }
-  return "?";
-}
-
-size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
-
 int64_t TensorView::NumElements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

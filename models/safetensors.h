@@ -13,13 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 
 namespace ridge {
-
-enum class DType { kF32, kF16, kBF16 };
-
-const char* DTypeName(DType dtype);
-size_t DTypeSize(DType dtype);
 
 struct TensorView {
   std::string name;

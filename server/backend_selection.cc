@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "engine/memory_plan.h"
 #include "kernels/device_info.h"
 #include "models/cpu_backend.h"
+#include "models/mesanet_model.h"
 #ifdef RIDGE_HAVE_CUDA_BACKEND
 #include "models/cuda/cuda_backend.h"
 #endif
@@ -16,29 +19,38 @@
 namespace ridge {
 namespace {
 
-// The CPU backend's pool is allocated up front in host memory: at most as many states as fit in
-// half of the memory available now (at least one), with a warning, instead of failing later.
-std::unique_ptr<ModelBackend> CpuBackendThatFits(const MesaNetModel* model, int64_t num_slots) {
-  const int64_t state_bytes = std::max<int64_t>(model->config().StateBytes(), 1);
+// The CPU backend's pools are allocated up front in host memory: at most as many states and
+// blocks as fit in half of the memory available now (at least one of each), with a warning,
+// instead of failing later.
+std::unique_ptr<ModelBackend> CpuBackendThatFits(const Model* model, int64_t num_slots,
+                                                 int64_t num_kv_blocks) {
+  const CpuDecoder& decoder = model->decoder();
+  const KvLayout& kv = decoder.kv_layout();
+  MemoryRequest request{
+      .budget_bytes = std::numeric_limits<int64_t>::max() / 4,
+      .state_bytes_per_slot = decoder.recurrent_layout().bytes_per_slot(),
+      .kv_bytes_per_block = kv.floats_per_block() * static_cast<int64_t>(sizeof(float)),
+      .kv_block_size = kv.block_size,
+      .slots = num_slots,
+      .kv_blocks = num_kv_blocks};
   const long pages = sysconf(_SC_AVPHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page_size > 0) {  // else unknown: no clamp
-    const int64_t available = static_cast<int64_t>(pages) * page_size;
-    const int64_t fit = std::max<int64_t>(1, available / 2 / state_bytes);
-    if (num_slots > fit) {
-      Log(LogLevel::kWarning, "--slots ", num_slots, ": only ", fit, " states of ", state_bytes,
-          " bytes fit in half of the available memory; using ", fit);
-      num_slots = fit;
-    }
+    request.budget_bytes = static_cast<int64_t>(pages) * page_size / 2;
   }
-  return std::make_unique<CpuBackend>(model, num_slots);
+  const MemoryPlan plan = PlanMemory(request);
+  for (const std::string& warning : plan.warnings) {
+    Log(LogLevel::kWarning, warning, " (half of the available host memory)");
+  }
+  return std::make_unique<CpuBackend>(&decoder, plan.slots, plan.kv_blocks);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
-                                                                     const MesaNetModel* model,
-                                                                     int64_t num_slots) {
+                                                                     const Model* model,
+                                                                     int64_t num_slots,
+                                                                     int64_t num_kv_blocks) {
   const std::string device = args.StringOr("device", "auto");
   if (device != "auto" && device != "cpu" && device != "cuda") {
     return absl::InvalidArgumentError(
@@ -55,9 +67,14 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
                                                         cuda_device, " is not present (",
                                                         gpus.size(), " found)"));
     }
-    auto backend =
-        CudaBackend::Create(model->config(), model->weights(),
-                            {.device = static_cast<int>(cuda_device), .num_slots = num_slots});
+    absl::StatusOr<std::unique_ptr<CudaBackend>> backend = absl::UnimplementedError(
+        absl::StrCat("the CUDA backend does not run ", model->spec().architecture,
+                     " models yet (MesaNet only); use --device cpu"));
+    if (const MesaNetModel* mesa = model->mesanet(); mesa != nullptr) {
+      backend =
+          CudaBackend::Create(mesa->config(), mesa->weights(),
+                              {.device = static_cast<int>(cuda_device), .num_slots = num_slots});
+    }
     const absl::StatusCode code = backend.status().code();
     if (!backend.ok() && device == "auto" &&
         (code == absl::StatusCode::kFailedPrecondition ||
@@ -65,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
       // This GPU cannot run this model (an older GPU, an unsupported head_dim): use the CPU.
       Log(LogLevel::kWarning, "--device auto: not using the GPU (",
           std::string(backend.status().message()), "); running on the CPU");
-      return CpuBackendThatFits(model, num_slots);
+      return CpuBackendThatFits(model, num_slots, num_kv_blocks);
     }
     if (!backend.ok()) {
       return absl::Status(code,
@@ -83,7 +100,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
 #endif
   }
   Log(LogLevel::kInfo, "backend: CPU", gpus.empty() ? "" : " (--device cpu)");
-  return CpuBackendThatFits(model, num_slots);
+  return CpuBackendThatFits(model, num_slots, num_kv_blocks);
 }
 
 }  // namespace ridge

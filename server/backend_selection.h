@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "models/mesanet_model.h"
+#include "models/model.h"
 #include "models/model_backend.h"
 #include "server/cli_args.h"
 
@@ -15,11 +15,14 @@ namespace ridge {
 inline constexpr const char* kBackendFlags[] = {"device", "cuda-device"};
 
 // `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
-// its weights to the GPU). The backend may hold fewer than `num_slots` states, as many as fit
-// where its pool lives (half of the available host memory, or the GPU's free memory), with a
-// warning; num_slots() says.
+// its weights to the GPU). The backend may hold fewer than `num_slots` states and
+// `num_kv_blocks` KV blocks (0: as many as PlanMemory gives by default) as fit where its pools
+// live (half of the available host memory, or the GPU's free memory), with a warning;
+// num_slots() and num_kv_blocks() say. The CUDA backend runs MesaNet only: for other
+// architectures --device auto uses the CPU and --device cuda is an error.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
-                                                                     const MesaNetModel* model,
-                                                                     int64_t num_slots);
+                                                                     const Model* model,
+                                                                     int64_t num_slots,
+                                                                     int64_t num_kv_blocks);
 
 }  // namespace ridge

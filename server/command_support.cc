@@ -1,5 +1,7 @@
 #include "server/command_support.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <thread>
 
@@ -7,10 +9,11 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "kernels/threading.h"
+#include "models/arch/load_model.h"
 
 namespace ridge {
 
-absl::StatusOr<std::unique_ptr<MesaNetModel>> LoadModelFromFlags(const CliArgs& args) {
+absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const CliArgs& args) {
   ASSIGN_OR_RETURN(const LogLevel level, ParseLogLevel(args.StringOr("log-level", "info")));
   SetLogLevel(level);
   const int64_t hardware = std::max(1u, std::thread::hardware_concurrency());
@@ -21,31 +24,82 @@ absl::StatusOr<std::unique_ptr<MesaNetModel>> LoadModelFromFlags(const CliArgs& 
   SetComputeThreads(static_cast<int>(threads));
   ASSIGN_OR_RETURN(const std::string dir, args.String("model"));
   const std::string format = args.StringOr("load-format", "checkpoint");
-  std::unique_ptr<MesaNetModel> model;
-  if (format == "checkpoint") {
-    ASSIGN_OR_RETURN(model, MesaNetModel::Load(dir));
-  } else if (format == "random") {
-    ASSIGN_OR_RETURN(model, MesaNetModel::Random(dir, /*seed=*/0));
-    Log(LogLevel::kWarning, "--load-format random: the weights are random, not ", dir,
-        "'s; outputs are meaningless, speed and memory are the config's");
-  } else {
+  if (format != "checkpoint" && format != "random") {
     return absl::InvalidArgumentError(
         absl::StrCat("--load-format must be checkpoint or random, not '", format, "'"));
   }
-  const MesaNetConfig& c = model->config();
-  Log(LogLevel::kInfo, "loaded MesaNet from ", dir, ": ", c.num_hidden_layers, " layers, hidden ",
-      c.hidden_size, ", ", c.num_heads, " heads x ", c.head_dim, ", vocab ", c.vocab_size, ", ",
-      c.ParameterCount(), " parameters, state ", c.StateBytes(), " bytes per sequence, ", threads,
-      " threads");
+  ASSIGN_OR_RETURN(const int64_t block_size, args.Int("block-size", kDefaultKvBlockSize));
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--block-size ", block_size, " must be 1 to 1024"));
+  }
+  const bool random = format == "random";
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> model,
+      LoadModel(dir, random ? LoadFormat::kRandom : LoadFormat::kCheckpoint, block_size));
+  if (random) {
+    Log(LogLevel::kWarning, "--load-format random: the weights are random, not ", dir,
+        "'s; outputs are meaningless, speed and memory are the config's");
+  }
+  const ModelSpec& s = model->spec();
+  const HeadShape heads = FirstLayerHeads(s);
+  Log(LogLevel::kInfo, "loaded ", s.architecture, " from ", dir, ": ", s.layers.size(), " layers (",
+      s.LayerPattern(), "), hidden ", s.hidden_size, ", ", heads.heads, " heads x ", heads.head_dim,
+      ", vocab ", s.vocab_size, ", ", s.ParameterCount(), " parameters, ", MemorySummary(s), ", ",
+      threads, " threads");
   return model;
 }
 
-absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args,
-                                                     const MesaNetConfig& config) {
+absl::StatusOr<int64_t> KvBlocksFromFlags(const CliArgs& args, int64_t block_bytes) {
+  if (args.Has("kv-blocks") && args.Has("kv-cache-memory")) {
+    return absl::InvalidArgumentError("--kv-blocks and --kv-cache-memory: give one of them");
+  }
+  if (args.Has("kv-blocks")) {
+    ASSIGN_OR_RETURN(const int64_t blocks, args.Int("kv-blocks", 0));
+    if (blocks < 1 || blocks > (int64_t{1} << 31) - 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-blocks ", blocks, " must be 1 to 2^31-1"));
+    }
+    return blocks;
+  }
+  if (!args.Has("kv-cache-memory")) return 0;
+  const std::string text = args.StringOr("kv-cache-memory", "");
+  int64_t scale = 1;
+  std::string digits = text;
+  if (!digits.empty() && std::string("KkMmGg").find(digits.back()) != std::string::npos) {
+    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+    scale = unit == 'K' ? int64_t{1} << 10 : unit == 'M' ? int64_t{1} << 20 : int64_t{1} << 30;
+    digits.pop_back();
+  }
+  int64_t value = 0;
+  const bool numeric = !digits.empty() && digits.size() <= 12 &&
+                       std::all_of(digits.begin(), digits.end(), ::isdigit);
+  if (numeric) value = std::stoll(digits);
+  if (!numeric || value < 1 || value > (int64_t{1} << 50) / scale) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-memory '", text, "' must be a positive size in bytes, e.g. 4096M or 2G"));
+  }
+  if (block_bytes <= 0) return 0;  // no attention layers: nothing to size
+  const int64_t blocks = value * scale / block_bytes;
+  if (blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-memory ", text, " is less than one KV block (", block_bytes, " bytes)"));
+  }
+  return blocks;
+}
+
+std::string MemorySummary(const ModelSpec& spec) {
+  const int64_t state = PlanRecurrentLayout(spec).bytes_per_slot();
+  const int64_t kv = PlanKvLayout(spec, 1).floats_per_token * static_cast<int64_t>(sizeof(float));
+  return absl::StrCat("state ", state, " bytes per sequence, KV cache ", kv,
+                      " bytes per token (fp32)");
+}
+
+absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args, const ModelSpec& spec) {
   SolverOptions options;
   ASSIGN_OR_RETURN(const double tolerance, args.Double("solver-tolerance", 0.0));
   ASSIGN_OR_RETURN(const int64_t iterations,
-                   args.Int("solver-max-iterations", config.max_cg_step_decoding));
+                   args.Int("solver-max-iterations", DefaultSolverIterations(spec)));
   if (iterations < 1 || iterations > kSolverIterationLimit) {
     return absl::InvalidArgumentError(absl::StrCat("--solver-max-iterations ", iterations,
                                                    " must be 1 to ", kSolverIterationLimit));

@@ -6,28 +6,41 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/solver_types.h"
-#include "models/mesanet_model.h"
+#include "models/model.h"
 #include "server/cli_args.h"
 
 namespace ridge {
 
 // Flags every model-running subcommand accepts, for CliArgs::Parse.
 inline const char* const kModelFlags[] = {
-    "model", "threads", "solver-tolerance", "solver-max-iterations", "log-level", "load-format"};
+    "model",     "threads",     "solver-tolerance", "solver-max-iterations",
+    "log-level", "load-format", "block-size"};
 
 // The help lines of --load-format, shared by the subcommands' usage texts.
 inline constexpr char kLoadFormatHelp[] =
     "  --load-format F   checkpoint (default): the weights of --model's safetensors; random:\n"
     "                    random weights in the shape of --model's config.json alone (seed 0),\n"
     "                    to measure a configuration without its checkpoint, as vLLM's dummy\n"
-    "                    load format does\n";
+    "                    load format does\n"
+    "  --block-size N    tokens per KV-cache block of attention layers (default 16, 1 to 1024)\n";
 
 // Applies --threads and --log-level, loads --model (--load-format) and logs what was loaded.
-absl::StatusOr<std::unique_ptr<MesaNetModel>> LoadModelFromFlags(const CliArgs& args);
+absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const CliArgs& args);
 
 // --solver-tolerance / --solver-max-iterations over the model's defaults, validated.
-absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args,
-                                                     const MesaNetConfig& config);
+absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args, const ModelSpec& spec);
+
+// The KV cache size asked for: --kv-blocks N, or --kv-cache-memory SIZE (bytes, or with a K,
+// M or G suffix) in blocks of `block_bytes`; 0 when neither is given (the planner's default).
+absl::StatusOr<int64_t> KvBlocksFromFlags(const CliArgs& args, int64_t block_bytes);
+inline constexpr char kKvCacheHelp[] =
+    "  --kv-cache-memory SIZE  memory for the KV cache of attention layers, in bytes or with a\n"
+    "                          K, M or G suffix (default: room for 4096 tokens per slot within\n"
+    "                          half of the available memory); clamped with a warning\n"
+    "  --kv-blocks N           the same as a count of --block-size token blocks\n";
+
+// One line on what a sequence's memory costs: state bytes, KV bytes per token.
+std::string MemorySummary(const ModelSpec& spec);
 
 // Prints "ridgeserve <command>: <message>" to stderr and returns exit code 2 (usage) or 1.
 int ReportError(const std::string& command, const absl::Status& status);

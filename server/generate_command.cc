@@ -33,7 +33,8 @@ to stderr.
   --stop-token-ids 5,6      stop when one of these is sampled
   --ignore-eos              keep going past the end-of-sequence token
   --solver-tolerance T      CG stops when ||r|| <= T ||r0|| (0 = run every iteration)
-  --solver-max-iterations M CG iteration cap (default: the config's max_cg_step_decoding)
+  --solver-max-iterations M solver iteration cap (default: the config's: MesaNet's
+                            max_cg_step_decoding, GKA's num_iter)
   --threads N               CPU threads (default: all cores)
   --device auto|cpu|cuda    where the model runs (default auto: the GPU when one can run it)
   --cuda-device N           which GPU (default 0)
@@ -96,9 +97,11 @@ absl::Status Generate(int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(request.sampling, SamplingFromFlags(args));
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
-  ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->config()));
+  ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->spec()));
+  const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
-                   CreateBackendFromFlags(args, model.get(), /*num_slots=*/1));
+                   CreateBackendFromFlags(args, model.get(), /*num_slots=*/1,
+                                          model->decoder().kv_layout().BlocksForAll(tokens)));
   GenerationTimings timings;
   ASSIGN_OR_RETURN(const auto results, GenerateOffline(*backend, {&request, 1}, &timings));
   const GenerationResult& result = results[0];

@@ -8,7 +8,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
-#include "engine/sampling_params.h"
+#include "sampling/sampling_params.h"
 
 namespace ridge {
 namespace {
@@ -200,18 +200,27 @@ void ToProto(const RequestUsage& usage, v1::Usage* out) {
   out->set_total_time_seconds(usage.total_seconds);
 }
 
-void FillModelInfo(const ServedModel& model, const MesaNetConfig& config, v1::ModelInfo* out) {
+void FillModelInfo(const ServedModel& model, const ModelSpec& spec, const EngineMemory& memory,
+                   v1::ModelInfo* out) {
   out->set_name(model.name);
-  out->set_architecture("mesa_net");
+  out->set_architecture(spec.architecture == "mesanet" ? "mesa_net" : spec.architecture);
   out->set_vocab_size(model.vocab_size);
-  out->set_hidden_size(config.hidden_size);
-  out->set_num_layers(config.num_hidden_layers);
-  out->set_num_heads(config.num_heads);
-  out->set_head_dim(config.head_dim);
-  out->set_parameter_count(config.ParameterCount());
-  out->set_state_bytes(config.StateBytes());
-  if (config.bos_token_id >= 0) out->set_bos_token_id(static_cast<int32_t>(config.bos_token_id));
-  if (config.eos_token_id >= 0) out->set_eos_token_id(static_cast<int32_t>(config.eos_token_id));
+  out->set_hidden_size(spec.hidden_size);
+  out->set_num_layers(static_cast<int64_t>(spec.layers.size()));
+  const HeadShape heads = FirstLayerHeads(spec);
+  out->set_num_heads(heads.heads);
+  out->set_head_dim(heads.head_dim);
+  out->set_parameter_count(spec.ParameterCount());
+  out->set_state_bytes(memory.state_bytes_per_slot);
+  if (spec.bos_token_id >= 0) out->set_bos_token_id(static_cast<int32_t>(spec.bos_token_id));
+  if (!spec.eos_token_ids.empty()) {
+    out->set_eos_token_id(static_cast<int32_t>(spec.eos_token_ids[0]));
+  }
+  for (int64_t id : spec.eos_token_ids) out->add_eos_token_ids(static_cast<int32_t>(id));
+  out->set_layer_pattern(spec.LayerPattern());
+  out->set_kv_bytes_per_token(memory.kv_bytes_per_token);
+  out->set_kv_block_size(memory.kv_block_size);
+  out->set_kv_blocks_total(memory.kv_blocks_total);
   out->set_has_tokenizer(model.tokenizer != nullptr);
   out->mutable_default_solver()->set_tolerance(model.limits.default_solver.tolerance);
   out->mutable_default_solver()->set_max_iterations(model.limits.default_solver.max_iterations);

@@ -55,7 +55,8 @@ std::optional<SteadyTime> ToSteadyDeadline(std::chrono::system_clock::time_point
 v1::FinishReason ToProto(FinishReason reason);
 void ToProto(const SolverStats& stats, v1::SolverStats* out);
 void ToProto(const RequestUsage& usage, v1::Usage* out);
-void FillModelInfo(const ServedModel& model, const MesaNetConfig& config, v1::ModelInfo* out);
+void FillModelInfo(const ServedModel& model, const ModelSpec& spec, const EngineMemory& memory,
+                   v1::ModelInfo* out);
 
 // Whether a non-final message would carry anything.
 inline bool HasContent(const v1::GenerateResponse& r) {

@@ -300,7 +300,7 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) override {
-    FillModelInfo(model, engine->config(), response);
+    FillModelInfo(model, engine->spec(), engine->memory(), response);
     return FinishNow(context, absl::OkStatus());
   }
 
@@ -338,7 +338,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
   RIDGE_CHECK(engine != nullptr);
   ServedModel model;
   model.name = options.model_name;
-  model.vocab_size = engine->config().vocab_size;
+  model.vocab_size = engine->spec().vocab_size;
   model.tokenizer = tokenizer;
   model.limits = engine->options();
 

@@ -3,6 +3,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/device_info.h"
+#include "models/arch/load_model.h"
 #include "server/command_support.h"
 #include "server/commands.h"
 
@@ -20,17 +21,32 @@ absl::Status Info(int argc, char** argv) {
                 d.total_memory_bytes / double(1 << 30), d.compute_major, d.compute_minor);
   }
   if (!args.Has("model")) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
-  const MesaNetConfig& c = model->config();
+  // A checkpoint is loaded (so its tensors are checked); random weights are not made at all.
+  ModelSpec spec;
+  if (args.StringOr("load-format", "checkpoint") == "random") {
+    ASSIGN_OR_RETURN(spec, ReadModelSpec(args.StringOr("model", "")));
+  } else {
+    ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
+    spec = model->spec();
+  }
+  const HeadShape heads = FirstLayerHeads(spec);
+  std::printf("%s: %zu layers, hidden %lld, vocab %lld, parameters %lld, tied embeddings %s\n",
+              spec.architecture.c_str(), spec.layers.size(), (long long)spec.hidden_size,
+              (long long)spec.vocab_size, (long long)spec.ParameterCount(),
+              spec.tie_word_embeddings ? "yes" : "no");
+  std::printf("  layers: %s\n", spec.LayerPattern().c_str());
+  std::printf("  first layer: %lld heads x %lld; default solver iterations %d\n",
+              (long long)heads.heads, (long long)heads.head_dim, DefaultSolverIterations(spec));
+  const int64_t state = PlanRecurrentLayout(spec).bytes_per_slot();
+  const int64_t kv_token = PlanKvLayout(spec, 1).floats_per_token * int64_t{sizeof(float)};
   std::printf(
-      "MesaNet: layers %lld, hidden %lld, heads %lld x %lld, conv %lld, MLP %lld, vocab %lld\n"
-      "  output gate %s, tied embeddings %s, parameters %lld\n"
-      "  state per sequence: %lld bytes, default CG iterations %lld\n",
-      (long long)c.num_hidden_layers, (long long)c.hidden_size, (long long)c.num_heads,
-      (long long)c.head_dim, (long long)c.conv_size, (long long)c.intermediate_size,
-      (long long)c.vocab_size, c.use_output_gate ? "yes" : "no",
-      c.tie_word_embeddings ? "yes" : "no", (long long)c.ParameterCount(),
-      (long long)c.StateBytes(), (long long)c.max_cg_step_decoding);
+      "  memory per sequence: %lld bytes of recurrent state + %lld bytes of KV cache a "
+      "token (fp32)\n",
+      (long long)state, (long long)kv_token);
+  for (const int64_t context : {1024, 8192, 32768}) {
+    std::printf("    at %lldK tokens: %.1f MiB\n", (long long)context / 1024,
+                (state + kv_token * context) / double(1 << 20));
+  }
   return absl::OkStatus();
 }
 

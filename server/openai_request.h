@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/sampling_params.h"
 #include "nlohmann/json.hpp"
+#include "sampling/sampling_params.h"
 #include "tokenizer/chat_template.h"
 
 namespace ridge {

@@ -48,8 +48,9 @@ void ObserveAggregate(Histogram& histogram, const Histogram::BucketBoundaries& b
 
 }  // namespace
 
-PrometheusMetrics::PrometheusMetrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
+PrometheusMetrics::PrometheusMetrics(std::string layer_type)
+    : layer_type_(std::move(layer_type)),
+      registry_(std::make_shared<prometheus::Registry>()),
       requests_total_(prometheus::BuildCounter()
                           .Name("ridgeserve_requests_total")
                           .Help("Finished or rejected generation requests by final status (ok, "
@@ -95,6 +96,21 @@ PrometheusMetrics::PrometheusMetrics()
                        .Help("State slots in the pool (--slots).")
                        .Register(*registry_)
                        .Add({})),
+      kv_blocks_used_(prometheus::BuildGauge()
+                          .Name("ridgeserve_kv_blocks_used")
+                          .Help("KV-cache blocks held by sequences (0 without attention layers).")
+                          .Register(*registry_)
+                          .Add({})),
+      kv_blocks_total_(prometheus::BuildGauge()
+                           .Name("ridgeserve_kv_blocks_total")
+                           .Help("KV-cache blocks in the pool (--kv-blocks, --kv-cache-memory).")
+                           .Register(*registry_)
+                           .Add({})),
+      preemptions_(prometheus::BuildCounter()
+                       .Name("ridgeserve_preemptions_total")
+                       .Help("Sequences preempted for KV blocks (recomputed when readmitted).")
+                       .Register(*registry_)
+                       .Add({})),
       batch_size_(AddHistogram(*registry_, "ridgeserve_batch_size",
                                "Sequences advanced by one engine step (prefill and decode).",
                                kBatchSizes)),
@@ -129,8 +145,9 @@ PrometheusMetrics::PrometheusMetrics()
     step_duration_.Add({{"phase", phase}}, kStepSeconds);
   }
   for (const char* phase : {"prefill", "decode"}) {
-    solver_iterations_.Add({{"phase", phase}, {"layer_type", "mesa"}}, kIterations);
-    solver_residual_.Add({{"phase", phase}, {"layer_type", "mesa"}}, kResiduals);
+    if (layer_type_.empty()) continue;
+    solver_iterations_.Add({{"phase", phase}, {"layer_type", layer_type_}}, kIterations);
+    solver_residual_.Add({{"phase", phase}, {"layer_type", layer_type_}}, kResiduals);
     solver_capped_.Add({{"phase", phase}});
   }
 }
@@ -144,7 +161,7 @@ std::string PrometheusMetrics::StatusLabel(const absl::Status& status) {
 
 void PrometheusMetrics::ObserveSolver(const char* phase, const SolverStats& stats) {
   if (stats.solves == 0) return;
-  const prometheus::Labels labels = {{"phase", phase}, {"layer_type", "mesa"}};
+  const prometheus::Labels labels = {{"phase", phase}, {"layer_type", layer_type_}};
   ObserveAggregate(solver_iterations_.Add(labels, kIterations), kIterations, stats.MeanIterations(),
                    stats.solves, static_cast<double>(stats.total_iterations));
   ObserveAggregate(solver_residual_.Add(labels, kResiduals), kResiduals,
@@ -167,6 +184,9 @@ void PrometheusMetrics::OnStep(const StepReport& report) {
   requests_waiting_.Set(static_cast<double>(report.waiting));
   slots_used_.Set(static_cast<double>(report.slots_used));
   slots_total_.Set(static_cast<double>(report.slots_total));
+  kv_blocks_used_.Set(static_cast<double>(report.kv_blocks_used));
+  kv_blocks_total_.Set(static_cast<double>(report.kv_blocks_total));
+  if (report.preemptions > 0) preemptions_.Increment(static_cast<double>(report.preemptions));
 }
 
 void PrometheusMetrics::OnRequestFinished(FinishReason reason, const absl::Status& status,
@@ -193,6 +213,8 @@ void PrometheusMetrics::SetSnapshot(const EngineSnapshot& snapshot) {
   requests_waiting_.Set(static_cast<double>(snapshot.waiting));
   slots_used_.Set(static_cast<double>(snapshot.slots_used));
   slots_total_.Set(static_cast<double>(snapshot.slots_total));
+  kv_blocks_used_.Set(static_cast<double>(snapshot.kv_blocks_used));
+  kv_blocks_total_.Set(static_cast<double>(snapshot.kv_blocks_total));
 }
 
 std::string PrometheusMetrics::Serialize() const {

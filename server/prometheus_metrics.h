@@ -24,7 +24,8 @@ namespace ridge {
 
 class PrometheusMetrics final : public EngineObserver {
  public:
-  PrometheusMetrics();
+  // layer_type: the solver series' label ("mesa", "gka"), "" for a model without solves.
+  explicit PrometheusMetrics(std::string layer_type = "mesa");
 
   void OnStep(const StepReport& report) override;
   void OnRequestFinished(FinishReason reason, const absl::Status& status,
@@ -46,6 +47,7 @@ class PrometheusMetrics final : public EngineObserver {
  private:
   void ObserveSolver(const char* phase, const SolverStats& stats);
 
+  std::string layer_type_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_total_;
   prometheus::Histogram& request_duration_;
@@ -58,6 +60,9 @@ class PrometheusMetrics final : public EngineObserver {
   prometheus::Gauge& requests_waiting_;
   prometheus::Gauge& slots_used_;
   prometheus::Gauge& slots_total_;
+  prometheus::Gauge& kv_blocks_used_;
+  prometheus::Gauge& kv_blocks_total_;
+  prometheus::Counter& preemptions_;
   prometheus::Histogram& batch_size_;
   prometheus::Family<prometheus::Histogram>& step_duration_;
   prometheus::Family<prometheus::Histogram>& solver_iterations_;

@@ -24,7 +24,8 @@ with it the first N run as a prefill and the rest one token at a time through th
 Prints the perplexity of the ids and the solver statistics to stderr.
   --ids-file FILE          ids separated by commas or whitespace
   --solver-tolerance T     stop CG when ||r|| <= T ||r0||; 0 (default) runs every iteration
-  --solver-max-iterations  CG iteration cap (default: the config's max_cg_step_decoding)
+  --solver-max-iterations  solver iteration cap (default: the config's: MesaNet's
+                           max_cg_step_decoding, GKA's num_iter)
   --device auto|cpu|cuda   where the model runs (default auto: the GPU when one can run it)
   --cuda-device N          which GPU (default 0)
 )";
@@ -53,9 +54,11 @@ absl::Status Score(int argc, char** argv) {
     ASSIGN_OR_RETURN(decode_from, args.Int("decode-from", 0));
   }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
-  ASSIGN_OR_RETURN(const SolverOptions solver, SolverOptionsFromFlags(args, model->config()));
+  ASSIGN_OR_RETURN(const SolverOptions solver, SolverOptionsFromFlags(args, model->spec()));
+  const int64_t blocks =
+      model->decoder().kv_layout().BlocksForAll(static_cast<int64_t>(ids.size()));
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
-                   CreateBackendFromFlags(args, model.get(), /*num_slots=*/1));
+                   CreateBackendFromFlags(args, model.get(), /*num_slots=*/1, blocks));
   ASSIGN_OR_RETURN(const ScoreResult result, ScoreSequence(*backend, ids, decode_from, solver));
 
   std::ofstream out(output, std::ios::binary | std::ios::trunc);

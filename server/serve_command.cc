@@ -66,10 +66,12 @@ then the process exits 0.
                                H200)
   --max-prompt-tokens N        longer prompts are rejected with 413 (default 1048576)
   --max-tokens-limit N         the largest max_tokens a request may ask for (default 65536)
-  --solver-tolerance T         default CG stopping rule ||r|| <= T ||r0|| for requests that set
+  --solver-tolerance T         default stopping rule (CG: ||r|| <= T ||r0||; Chebyshev:
+                               ||A x - q|| <= T ||q||) for requests that set
                                no solver_tolerance; 0 runs every iteration (default 0)
-  --solver-max-iterations M    default CG iteration cap for requests that set no
-                               solver_max_iterations (default: config max_cg_step_decoding)
+  --solver-max-iterations M    default iteration cap for requests that set no
+                               solver_max_iterations (default: the config's: MesaNet's
+                               max_cg_step_decoding, GKA's num_iter)
   --max-solver-iterations M    the largest solver_max_iterations a request may ask for
                                (default 100)
   --threads N                  CPU threads for the model (default: all cores)
@@ -138,8 +140,7 @@ absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model
   return out;
 }
 
-absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args,
-                                                     const MesaNetConfig& config) {
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const ModelSpec& spec) {
   EngineOptions o;
   ASSIGN_OR_RETURN(o.max_slots, args.Int("slots", o.max_slots));
   if (o.max_slots < 1) return absl::InvalidArgumentError("--slots must be >= 1");
@@ -160,7 +161,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args,
                                                    " must be 1 to ", kSolverIterationLimit));
   }
   o.max_solver_iterations = static_cast<int32_t>(max_iterations);
-  ASSIGN_OR_RETURN(o.default_solver, SolverOptionsFromFlags(args, config));
+  ASSIGN_OR_RETURN(o.default_solver, SolverOptionsFromFlags(args, spec));
   if (o.default_solver.max_iterations > o.max_solver_iterations) {
     return absl::InvalidArgumentError(
         absl::StrCat("--solver-max-iterations ", o.default_solver.max_iterations,
@@ -174,7 +175,8 @@ absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
   known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
-                "max-solver-iterations", "drain-seconds", "grpc-port"});
+                "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
+                "kv-cache-memory"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known));
   const sigset_t shutdown_signals = BlockShutdownSignals();
@@ -195,15 +197,18 @@ absl::Status Serve(int argc, char** argv) {
     return absl::InvalidArgumentError("--drain-seconds must be 0 to 86400");
   }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
-  const MesaNetConfig config = model->config();  // a copy: the model may be released below
-  ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, config));
-  ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, config.vocab_size));
+  const ModelSpec spec = model->spec();  // a copy: the model may be released below
+  ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, spec));
+  ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, spec.vocab_size));
+  const KvLayout& kv = model->decoder().kv_layout();
+  ASSIGN_OR_RETURN(const int64_t kv_blocks,
+                   KvBlocksFromFlags(args, kv.floats_per_block() * int64_t{sizeof(float)}));
 
   HttpServerOptions http_options;
   std::filesystem::path model_dir = std::filesystem::weakly_canonical(args.StringOr("model", ""));
   if (model_dir.filename().empty()) model_dir = model_dir.parent_path();  // "dir/"
   http_options.model_id = args.StringOr("served-model-name", model_dir.filename().string());
-  http_options.limits.vocab_size = static_cast<int32_t>(config.vocab_size);
+  http_options.limits.vocab_size = static_cast<int32_t>(spec.vocab_size);
   http_options.limits.max_new_tokens = static_cast<int32_t>(engine_options.max_new_tokens);
   http_options.limits.max_solver_iterations = engine_options.max_solver_iterations;
   http_options.limits.default_chat_max_tokens =
@@ -222,7 +227,7 @@ absl::Status Serve(int argc, char** argv) {
   http_options.worker_threads = static_cast<int>(http_threads);
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> model_backend,
-                   CreateBackendFromFlags(args, model.get(), engine_options.max_slots));
+                   CreateBackendFromFlags(args, model.get(), engine_options.max_slots, kv_blocks));
   // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
   // a bf16 checkpoint) are not needed any more.
   if (model_backend->name() != "cpu") model.reset();
@@ -232,7 +237,15 @@ absl::Status Serve(int argc, char** argv) {
   if (!args.Has("prefill-token-budget")) {
     engine_options.prefill_token_budget = model_backend->preferred_prefill_tokens_per_step();
   }
-  PrometheusMetrics metrics;
+  if (!kv.empty()) {
+    const int64_t blocks = model_backend->num_kv_blocks();
+    const int64_t tokens = blocks * kv.block_size;
+    Log(LogLevel::kInfo, "KV cache: ", blocks, " blocks of ", kv.block_size, " tokens (",
+        blocks * kv.floats_per_block() * int64_t{sizeof(float)}, " bytes): ", tokens,
+        " tokens in all, e.g. ", tokens / 1024, " sequences of 1K tokens, ", tokens / 8192,
+        " of 8K", kv.shared_window > 0 ? " (sliding windows keep only their window)" : "");
+  }
+  PrometheusMetrics metrics(RecurrentLayerType(spec));
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(model_backend.get(), engine_options, &metrics));
   EngineBackend backend(engine.get());
@@ -300,6 +313,7 @@ int RunServeCommand(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "--help") {
     std::fputs(kUsage, stdout);
     std::fputs(kLoadFormatHelp, stdout);
+    std::fputs(kKvCacheHelp, stdout);
     return 0;
   }
   const absl::Status status = Serve(argc, argv);

@@ -1,5 +1,5 @@
 // Picks each row's next token on the GPU, so a sampled step copies a few bytes per sequence to
-// the host instead of a row of logits. The rule is the CPU sampler's (engine/sampler.h), step
+// the host instead of a row of logits. The rule is the CPU sampler's (sampling/sampler.h), step
 // for step: NaN logits read as -inf; penalties (repetition over the distinct tokens of prompt +
 // generated, then frequency and presence over the generated counts); temperature 0 = the
 // lowest id among the maxima; otherwise weights exp((logit - max) / T) (the +inf tokens share

@@ -105,6 +105,8 @@ absl::StatusOr<DeviceLayer> UploadLayer(const MesaLayerWeights& w, int64_t proj_
 
 struct CudaBackend::Impl {
   MesaNetConfig config;
+  ModelSpec spec;
+  KvLayout kv_layout;  // empty: MesaNet has no attention layers
   CudaBackendOptions options;
   int64_t layer_floats = 0, slot_floats = 0;
   // Row strides of the in-projection's output and of the logits: their widths rounded up by
@@ -729,6 +731,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
 
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->spec = ToModelSpec(config);
   impl->options = options;
   impl->sm_count = prop.multiProcessorCount;
   const int64_t c = config.hidden_size;
@@ -816,6 +819,9 @@ CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaBackend::~CudaBackend() = default;
 
 const MesaNetConfig& CudaBackend::config() const { return impl_->config; }
+const ModelSpec& CudaBackend::spec() const { return impl_->spec; }
+const KvLayout& CudaBackend::kv_layout() const { return impl_->kv_layout; }
+int64_t CudaBackend::SlotPosition(int64_t slot) const { return impl_->slot_tokens.at(slot); }
 int64_t CudaBackend::num_slots() const { return impl_->options.num_slots; }
 int64_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
 int64_t CudaBackend::state_bytes_per_slot() const { return impl_->slot_floats * sizeof(float); }

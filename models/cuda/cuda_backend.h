@@ -45,7 +45,10 @@ class CudaBackend : public ModelBackend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
-  const MesaNetConfig& config() const override;
+  const MesaNetConfig& config() const;
+  const ModelSpec& spec() const override;
+  const KvLayout& kv_layout() const override;
+  int64_t SlotPosition(int64_t slot) const override;
   int64_t num_slots() const override;
   absl::Status ResetSlot(int64_t slot) override;
   absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,

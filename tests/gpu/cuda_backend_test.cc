@@ -16,7 +16,6 @@
 #include <fstream>
 #include <random>
 
-#include "engine/sampler.h"
 #include "engine/scoring.h"
 #include "kernels/cuda/mesa_chunked_prefill.h"
 #include "kernels/device_info.h"
@@ -24,6 +23,7 @@
 #include "models/cpu_backend.h"
 #include "models/cuda/device_memory.h"
 #include "models/slot_packing.h"
+#include "sampling/sampler.h"
 #include "tests/support/bf16_weights.h"
 #include "tests/support/logit_agreement.h"
 

@@ -29,7 +29,7 @@ MesaNetConfig SmallConfig() {
   config.num_hidden_layers = 2;
   config.intermediate_size = 512;
   config.vocab_size = 300;
-  config.eos_token_id = -1;
+  config.eos_token_ids.clear();
   return config;
 }
 

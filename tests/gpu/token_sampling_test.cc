@@ -1,4 +1,4 @@
-// The GPU sampler (kernels/cuda/token_sampling.h) against the CPU's (engine/sampler.h), which
+// The GPU sampler (kernels/cuda/token_sampling.h) against the CPU's (sampling/sampler.h), which
 // is an independent implementation of the same rule: for every row the token must be the one
 // Sampler::SampleWithUniform picks with the same uniform, the log-probabilities those of
 // TokenLogprob / TopLogprobs, and the logits left in global memory the penalised ones of
@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/sampler.h"
-#include "engine/sampling_params.h"
 #include "kernels/device_info.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
 #include "tests/gpu/device_array.h"
 
 namespace ridge::cuda {

@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/sampling_params.h"
 #include "gtest/gtest.h"
+#include "sampling/sampling_params.h"
 
 // Counts every allocation in this binary, so that a test can prove Sample() makes none. GCC 12
 // takes the free() in the replaced operator delete for a mismatch once it is inlined.

@@ -45,10 +45,14 @@ void Simulate(const std::vector<Arrival>& arrivals, int64_t slots, int64_t budge
       }
     }
     std::vector<RunningSequenceInfo> r;
-    for (RequestId id : running) r.push_back({id, state[id].prompt_left});
+    for (RequestId id : running)
+      r.push_back({.id = id, .prompt_tokens_left = state[id].prompt_left});
     std::vector<WaitingRequestInfo> w;
     for (RequestId id : waiting) w.push_back({id, state[id].prompt_left});
-    const StepPlan plan = PlanStep(r, w, slots - static_cast<int64_t>(running.size()), budget);
+    const StepPlan plan = PlanStep(
+        r, w,
+        {.free_slots = slots - static_cast<int64_t>(running.size()), .prefill_tokens = budget},
+        KvGeometry{});
     EXPECT_EQ(plan.admit, steps[step].admit) << "step " << step;
     EXPECT_EQ(plan.prefill, steps[step].prefill) << "step " << step;
     EXPECT_EQ(plan.decode, steps[step].decode) << "step " << step;
@@ -100,7 +104,7 @@ TEST(SchedulerPolicyTest, BudgetSharedInAdmissionOrderAndCancellationFreesSlot) 
 
 TEST(SchedulerPolicyTest, NoSlotsNoAdmission) {
   const std::vector<WaitingRequestInfo> waiting = {{7, 3}};
-  const StepPlan plan = PlanStep({}, waiting, 0, 100);
+  const StepPlan plan = PlanStep({}, waiting, {.free_slots = 0, .prefill_tokens = 100}, {});
   EXPECT_TRUE(plan.admit.empty());
   EXPECT_TRUE(plan.prefill.empty());
 }

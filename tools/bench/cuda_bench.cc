@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "engine/sampler.h"
 #include "models/checkpoint.h"
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/device_memory.h"
+#include "sampling/sampler.h"
 #include "server/cli_args.h"
 #include "tools/bench/engine_load.h"
 

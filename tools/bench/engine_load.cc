@@ -83,7 +83,7 @@ class TallySink final : public RequestSink {
 
 absl::StatusOr<EngineLoadResult> RunEngineLoad(ModelBackend* backend, const EngineLoadOptions& o) {
   if (o.concurrency < 1 || o.requests < 1 || o.prompt_tokens < 1 || o.new_tokens < 1 ||
-      o.prompt_id_limit < 1 || o.prompt_id_limit > backend->config().vocab_size) {
+      o.prompt_id_limit < 1 || o.prompt_id_limit > backend->spec().vocab_size) {
     return absl::InvalidArgumentError("engine load: sizes must be >= 1, ids within the vocabulary");
   }
   EngineOptions engine_options;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/sampling_params.h"
+#include "sampling/sampling_params.h"
 
 namespace ridge {
 

@@ -1,4 +1,4 @@
-#include "engine/sampling_params.h"
+#include "sampling/sampling_params.h"
 
 #include <cmath>
 

@@ -1,0 +1,52 @@
+#include "kernels/gka_step.h"
+
+#include <cmath>
+
+#include "kernels/chebyshev_solver.h"
+
+namespace ridge {
+
+std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in, int d, const SolverOptions& options,
+                                       float* hs, float* ss, float* out, float* scratch) {
+  float* key = scratch;              // k~ = beta k
+  float* value = scratch + d;        // v~ = beta v
+  float* readout = scratch + 2 * d;  // q~
+  const float decay = std::exp(in.log_decay);
+  for (int i = 0; i < d; ++i) {
+    key[i] = in.beta * in.k[i];
+    value[i] = in.beta * in.v[i];
+  }
+  double frobenius2 = 0.0;
+  for (int i = 0; i < d; ++i) {
+    float* h_row = hs + static_cast<long>(i) * d;
+    float* s_row = ss + static_cast<long>(i) * d;
+    for (int j = 0; j < d; ++j) {
+      h_row[j] = decay * h_row[j] + key[i] * key[j];
+      s_row[j] = decay * s_row[j] + key[i] * value[j];
+      frobenius2 += double(h_row[j]) * h_row[j];
+    }
+  }
+  std::optional<SolveResult> result;
+  const float frobenius = static_cast<float>(std::sqrt(frobenius2));
+  if (!in.solve) {
+    for (int i = 0; i < d; ++i) readout[i] = in.q[i];
+  } else if (frobenius > 0.0f) {
+    // scratch[0, 2d) is free again once Hs and Ss are updated.
+    result = ChebyshevSolve(hs, d, in.ridge_strength, frobenius, in.q, options, readout, scratch);
+    for (int i = 0; i < d; ++i) readout[i] = in.q[i] + in.alpha * (readout[i] - in.q[i]);
+  } else {
+    // Hs = 0 (every key so far was zero): x = 0 is the only bounded answer, and Ss = 0 too.
+    result = SolveResult{};
+    for (int i = 0; i < d; ++i) readout[i] = (1.0f - in.alpha) * in.q[i];
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int j = 0; j < d; ++j) out[j] = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    const float* s_row = ss + static_cast<long>(i) * d;
+    const float weight = scale * readout[i];
+    for (int j = 0; j < d; ++j) out[j] += weight * s_row[j];
+  }
+  return result;
+}
+
+}  // namespace ridge

@@ -1,0 +1,80 @@
+#include "kernels/weight_gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "base/half.h"
+
+namespace ridge {
+namespace {
+
+// Rows of a 16-bit weight widened per BLAS call: 64 KiB-1 MiB of floats for widths 256-4096,
+// small enough to stay in cache between the widening and the product.
+constexpr int64_t kTileRows = 64;
+
+void WidenRows(const WeightMatrix& w, int64_t first, int64_t count, float* out) {
+  const int64_t n = count * w.cols;
+  const std::byte* src = w.data + first * w.cols * DTypeSize(w.dtype);
+  if (w.dtype == DType::kF32) {
+    std::memcpy(out, src, n * sizeof(float));
+    return;
+  }
+  const bool bf16 = w.dtype == DType::kBF16;
+#pragma omp parallel for if (n > 1 << 16)
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, src + 2 * i, 2);
+    out[i] = bf16 ? Bf16ToFloat(bits) : F16ToFloat(bits);
+  }
+}
+
+}  // namespace
+
+WeightMatrix WeightMatrix::Rows(int64_t first, int64_t count) const {
+  RIDGE_CHECK(first >= 0 && count >= 0 && first + count <= rows);
+  return {data + first * cols * DTypeSize(dtype), dtype, count, cols};
+}
+
+WeightMatrix WeightMatrix::Fp32(const float* data, int64_t rows, int64_t cols) {
+  return {reinterpret_cast<const std::byte*>(data), DType::kF32, rows, cols};
+}
+
+void MatMulWeights(const float* x, int64_t rows, const WeightMatrix& w, float* y, int64_t y_stride,
+                   bool accumulate) {
+  if (rows == 0 || w.rows == 0) return;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  const bool aligned = reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0;
+  if (w.dtype == DType::kF32 && aligned) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, w.rows, w.cols, 1.0f, x, w.cols,
+                reinterpret_cast<const float*>(w.data), w.cols, beta, y, y_stride);
+    return;
+  }
+  thread_local std::vector<float> tile;
+  tile.resize(kTileRows * w.cols);
+  for (int64_t first = 0; first < w.rows; first += kTileRows) {
+    const int64_t count = std::min(kTileRows, w.rows - first);
+    WidenRows(w, first, count, tile.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, count, w.cols, 1.0f, x, w.cols,
+                tile.data(), w.cols, beta, y + first, y_stride);
+  }
+}
+
+void WeightRowToFloat(const WeightMatrix& w, int64_t row, float* out) {
+  RIDGE_CHECK(row >= 0 && row < w.rows);
+  const std::byte* src = w.data + row * w.cols * DTypeSize(w.dtype);
+  for (int64_t i = 0; i < w.cols; ++i) {
+    if (w.dtype == DType::kF32) {
+      std::memcpy(&out[i], src + 4 * i, 4);
+    } else {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * i, 2);
+      out[i] = w.dtype == DType::kBF16 ? Bf16ToFloat(bits) : F16ToFloat(bits);
+    }
+  }
+}
+
+}  // namespace ridge

@@ -1,0 +1,109 @@
+#include "models/cpu/decoder.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/status_macros.h"
+#include "kernels/elementwise.h"
+
+namespace ridge {
+
+CpuDecoder::CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size)
+    : spec_(std::move(spec)),
+      weights_(std::move(weights)),
+      recurrent_(PlanRecurrentLayout(spec_)),
+      kv_(PlanKvLayout(spec_, kv_block_size)) {
+  RIDGE_CHECK(weights_.layers.size() == spec_.layers.size());
+}
+
+absl::Status CpuDecoder::Validate(std::span<const CpuSequence> sequences,
+                                  const float* kv_storage) const {
+  const int64_t vocab = spec_.vocab_size;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const CpuSequence& s = sequences[i];
+    if (s.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": no tokens to process"));
+    }
+    if (recurrent_.floats_per_slot > 0 && s.state == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": no recurrent state"));
+    }
+    RETURN_IF_ERROR(ValidateSolverOptions(s.solver, kSolverIterationLimit));
+    for (int32_t token : s.tokens) {
+      if (token < 0 || token >= vocab) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", i, ": token id ", token, " is outside the vocabulary [0, ", vocab, ")"));
+      }
+    }
+    if (kv_.empty()) continue;
+    if (kv_storage == nullptr) return absl::InvalidArgumentError("no KV cache storage");
+    const int64_t end = s.position + static_cast<int64_t>(s.tokens.size());
+    const int64_t needed_blocks = (end - 1) / kv_.block_size + 1;
+    if (static_cast<int64_t>(s.kv_blocks.size()) < needed_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": ", s.kv_blocks.size(),
+                                                     " KV blocks for ", end, " positions"));
+    }
+    // Every position a query of this step can see (and every one it writes) needs its block.
+    const int64_t window = kv_.shared_window;
+    const int64_t first_seen = window > 0 ? std::max<int64_t>(0, s.position - window + 1) : 0;
+    for (int64_t b = first_seen / kv_.block_size; b < needed_blocks; ++b) {
+      if (s.kv_blocks[b] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", i, ": KV block ", b, " is released but still attended"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* kv_storage,
+                                 LogitsFor which, std::vector<float>* logits) const {
+  RETURN_IF_ERROR(Validate(sequences, kv_storage));
+  const int64_t c = spec_.hidden_size, v = spec_.vocab_size;
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  MixerBatch batch{.sequences = sequences, .kv_storage = kv_storage, .kv_layout = &kv_};
+  for (const CpuSequence& s : sequences) {
+    batch.first_row.push_back(batch.rows);
+    batch.rows += static_cast<int64_t>(s.tokens.size());
+  }
+  const int64_t rows = batch.rows;
+  std::vector<float> hidden(rows * c), normed(rows * c);
+  int64_t row = 0;
+  for (const CpuSequence& s : sequences) {
+    for (int32_t token : s.tokens) WeightRowToFloat(weights_.embedding, token, &hidden[row++ * c]);
+  }
+  for (const DecoderLayerWeights& layer : weights_.layers) {
+    RmsNormRows(hidden.data(), layer.input_norm.data(), rows, c, eps, normed.data());
+    layer.mixer->Forward(batch, normed.data(), hidden.data());
+    RmsNormRows(hidden.data(), layer.post_norm.data(), rows, c, eps, normed.data());
+    Mlp(layer, rows, normed.data(), hidden.data());
+  }
+
+  // Only the rows whose logits are wanted go through the final norm and the vocabulary product.
+  int64_t out_rows = rows;
+  if (which == LogitsFor::kLastToken) {
+    out_rows = static_cast<int64_t>(sequences.size());
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const int64_t last =
+          batch.first_row[i] + static_cast<int64_t>(sequences[i].tokens.size()) - 1;
+      std::copy_n(&hidden[last * c], c, &hidden[i * c]);  // rows i <= last: no overlap issue
+    }
+  }
+  RmsNormRows(hidden.data(), weights_.final_norm.data(), out_rows, c, eps, normed.data());
+  logits->resize(out_rows * v);
+  MatMulWeights(normed.data(), out_rows, weights_.head, logits->data(), v, false);
+  return absl::OkStatus();
+}
+
+void CpuDecoder::Mlp(const DecoderLayerWeights& layer, int64_t rows, const float* normed,
+                     float* hidden) const {
+  const int64_t c = spec_.hidden_size, inter = layer.down.cols;
+  std::vector<float> gate_up(rows * 2 * inter), act(rows * inter);
+  int64_t column = 0;
+  for (const WeightMatrix& part : layer.gate_up) {
+    MatMulWeights(normed, rows, part, gate_up.data() + column, 2 * inter, false);
+    column += part.rows;
+  }
+  SwiGluRows(gate_up.data(), rows, static_cast<int>(inter), act.data());
+  MatMulWeights(act.data(), rows, layer.down, hidden, c, true);
+}
+
+}  // namespace ridge

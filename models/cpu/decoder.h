@@ -1,0 +1,62 @@
+// The CPU decoder runner: what every architecture shares (embedding, RMSNorm and residual, the
+// SwiGLU MLP, the final norm and output layer) around one token mixer per layer. It runs any
+// ModelSpec; the architecture loaders (models/arch) build it from a checkpoint.
+//
+// One call advances any number of sequences by any number of tokens each: the products run
+// over all tokens of all sequences at once, prefill and decode alike.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/weight_gemm.h"
+#include "models/cpu/mixer.h"
+#include "models/model_spec.h"
+
+namespace ridge {
+
+struct DecoderLayerWeights {
+  std::vector<float> input_norm, post_norm;  // [C]
+  std::unique_ptr<CpuMixer> mixer;
+  // The MLP's gate and up rows, [I, C] each: one fused [2I, C] matrix or two parts.
+  std::vector<WeightMatrix> gate_up;
+  WeightMatrix down;  // [C, I]
+};
+
+struct DecoderWeights {
+  WeightMatrix embedding;  // [V, C]
+  std::vector<DecoderLayerWeights> layers;
+  std::vector<float> final_norm;  // [C]
+  WeightMatrix head;              // [V, C]: the embedding when tied
+};
+
+class CpuDecoder {
+ public:
+  CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size);
+
+  const ModelSpec& spec() const { return spec_; }
+  const RecurrentLayout& recurrent_layout() const { return recurrent_; }
+  const KvLayout& kv_layout() const { return kv_; }
+
+  // Advances every sequence over its tokens. `kv_storage` holds the blocks the sequences' tables
+  // name (null when the model has no attention layer). `logits` receives [rows, vocab]: one row
+  // per token (kAllTokens) or one per sequence for its last token (kLastToken). Checks tokens,
+  // solver options and that each sequence has its state and the blocks its positions need.
+  absl::Status Forward(std::span<const CpuSequence> sequences, float* kv_storage, LogitsFor which,
+                       std::vector<float>* logits) const;
+
+ private:
+  absl::Status Validate(std::span<const CpuSequence> sequences, const float* kv_storage) const;
+  void Mlp(const DecoderLayerWeights& layer, int64_t rows, const float* normed,
+           float* hidden) const;
+
+  ModelSpec spec_;
+  DecoderWeights weights_;
+  RecurrentLayout recurrent_;
+  KvLayout kv_;
+};
+
+}  // namespace ridge

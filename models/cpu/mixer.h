@@ -1,0 +1,50 @@
+// The CPU runner's view of one step, and the interface every layer kind's token mixer implements
+// (MesaMixer, GkaMixer, AttentionMixer). A mixer reads its layer's normalised input, advances
+// its part of each sequence's memory (its recurrent state at its offset in the slot, or its
+// keys and values in the sequence's KV blocks), and adds its output to the residual stream.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/solver_types.h"
+#include "models/model_spec.h"
+
+namespace ridge {
+
+// Where a conjugate-gradient solve starts (MesaNet, as FLA does): prefill from zero, decode
+// from the Jacobi guess. Chebyshev always starts the same way.
+enum class SolvePhase { kPrefill, kDecode };
+
+enum class LogitsFor { kAllTokens, kLastToken };
+
+// One sequence's part of a CPU step.
+struct CpuSequence {
+  float* state = nullptr;  // its recurrent state (RecurrentLayout); null without recurrent layers
+  int64_t position = 0;    // tokens it consumed before this step
+  // Its KV block table: entry i holds positions [i * block_size, (i + 1) * block_size). Entries
+  // for positions no layer can attend to any more may be -1 (released).
+  std::span<const int32_t> kv_blocks;
+  std::span<const int32_t> tokens;
+  SolverOptions solver;
+  SolverStats* stats = nullptr;  // optional: every solve of this chunk is added here
+  SolvePhase phase = SolvePhase::kPrefill;
+};
+
+struct MixerBatch {
+  std::span<const CpuSequence> sequences;
+  std::vector<int64_t> first_row;  // per sequence: its first row in the step's activations
+  int64_t rows = 0;
+  float* kv_storage = nullptr;  // the KV blocks, laid out as KvLayout says
+  const KvLayout* kv_layout = nullptr;
+};
+
+class CpuMixer {
+ public:
+  virtual ~CpuMixer() = default;
+  // hidden[rows, C] += mixer(normed[rows, C]), advancing each sequence's memory of this layer.
+  virtual void Forward(const MixerBatch& batch, const float* normed, float* hidden) const = 0;
+};
+
+}  // namespace ridge
