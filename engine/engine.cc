@@ -143,11 +143,11 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
   if (PeakBlocks(tokens) > kv_blocks_.total()) {
     const KvLayout& kv = backend_->kv_layout();
-    return absl::OutOfRangeError(
-        absl::StrCat("prompt (", request.prompt.size(), " tokens) plus max_tokens (",
-                     request.sampling.max_tokens, ") needs ", PeakBlocks(tokens), " KV blocks of ",
-                     kv.block_size, " tokens; the KV cache holds ", kv_blocks_.total(), " blocks (",
-                     kv_blocks_.total() * kv.block_size, " tokens) in all"));
+    return absl::OutOfRangeError(absl::StrCat(
+        "max_tokens: the prompt (", request.prompt.size(), " tokens) plus max_tokens (",
+        request.sampling.max_tokens, ") needs ", PeakBlocks(tokens), " KV blocks of ",
+        kv.block_size, " tokens; the KV cache holds ", kv_blocks_.total(), " blocks (",
+        kv_blocks_.total() * kv.block_size, " tokens) in all"));
   }
   if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(

@@ -87,7 +87,9 @@ int HttpStatusFor(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
       return 404;
     case absl::StatusCode::kOutOfRange:
-      return 413;
+      // A prompt over --max-prompt-tokens is 413; a prompt plus max_tokens that the whole KV
+      // cache cannot hold is a bad request (as vLLM answers a context length exceeded).
+      return ParamOf(status) == "max_tokens" ? 400 : 413;
     case absl::StatusCode::kResourceExhausted:
       return 429;
     case absl::StatusCode::kUnavailable:

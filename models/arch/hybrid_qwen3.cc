@@ -134,13 +134,12 @@ absl::StatusOr<std::unique_ptr<HybridQwen3Model>> HybridQwen3Model::Load(
   return model;
 }
 
-absl::StatusOr<std::unique_ptr<HybridQwen3Model>> HybridQwen3Model::Random(
-    const std::filesystem::path& dir, uint64_t seed, int64_t kv_block_size) {
-  ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(dir / "config.json"));
-  ASSIGN_OR_RETURN(ModelSpec spec, FolderSpec(dir, json));
+absl::StatusOr<std::unique_ptr<HybridQwen3Model>> HybridQwen3Model::Random(const ModelSpec& spec,
+                                                                           uint64_t seed,
+                                                                           int64_t kv_block_size) {
   std::unique_ptr<HybridQwen3Model> model(new HybridQwen3Model());
   RandomSource source(seed, &model->random_weights_);
-  RETURN_IF_ERROR(model->BuildDecoder(std::move(spec), source, kv_block_size));
+  RETURN_IF_ERROR(model->BuildDecoder(spec, source, kv_block_size));
   return model;
 }
 

@@ -24,9 +24,9 @@ class HybridQwen3Model : public Model {
   // error naming it (except lm_head.weight beside tied embeddings).
   static absl::StatusOr<std::unique_ptr<HybridQwen3Model>> Load(const std::filesystem::path& dir,
                                                                 int64_t kv_block_size);
-  // A model in the shape of dir/config.json with random bf16 weights of realistic scales (no
-  // checkpoint read), for measuring a configuration's speed and memory.
-  static absl::StatusOr<std::unique_ptr<HybridQwen3Model>> Random(const std::filesystem::path& dir,
+  // A model of `spec`'s shape with random bf16 weights of realistic scales (no checkpoint
+  // read), for measuring a configuration's speed and memory.
+  static absl::StatusOr<std::unique_ptr<HybridQwen3Model>> Random(const ModelSpec& spec,
                                                                   uint64_t seed,
                                                                   int64_t kv_block_size);
 

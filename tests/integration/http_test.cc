@@ -339,7 +339,8 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
       {"--model " + kModel.string() + " --http-prot 1", "http-prot"},
       {"--model " + kModel.string() + " --load-format dummy", "--load-format"},
       {"--model " + ConfigOnlyModel().string(), "model.safetensors"},
-      {"--model " + (TempDir() / "nonexistent").string() + " --load-format random", "does not exist"},
+      {"--model " + (TempDir() / "nonexistent").string() + " --load-format random",
+       "does not exist"},
   };
   for (const Case& c : cases) {
     const std::string command = std::string(RIDGESERVE_BINARY) + " serve " + c.args + " 2>&1";
