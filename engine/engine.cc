@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model* model,
   RETURN_IF_ERROR(ValidateEngineOptions(options));
   const KvLayout& kv = model->decoder().kv_layout();
   const int64_t blocks =
-      options.cpu_kv_blocks > 0 ? options.cpu_kv_blocks : options.max_slots * kv.BlocksFor(4096);
+      options.cpu_kv_blocks > 0 ? options.cpu_kv_blocks : options.max_slots * kv.BlocksForAll(4096);
   auto backend = std::make_unique<CpuBackend>(&model->decoder(), options.max_slots, blocks);
   ModelBackend* raw = backend.get();
   std::unique_ptr<Engine> engine(new Engine(raw, std::move(backend), options, observer));
@@ -422,7 +422,10 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
       failed_admissions.push_back(seq->id);
       continue;
     }
-    seq->usage.queue_seconds = Seconds(seq->submitted, step_start);
+    // A recomputed (preempted) sequence keeps the queue time of its first admission.
+    if (seq->usage.queue_seconds == 0.0) {
+      seq->usage.queue_seconds = Seconds(seq->submitted, step_start);
+    }
     running_.push_back(std::move(seq));
   }
   if (!plan.admit.empty()) {

@@ -21,7 +21,7 @@ MemoryPlan PlanMemory(const MemoryRequest& r) {
   }
   if (!paged) return plan;
   const int64_t left = std::max<int64_t>(0, r.budget_bytes - plan.slots * r.state_bytes_per_slot);
-  const int64_t fit_blocks = std::max<int64_t>(1, left / r.kv_bytes_per_block);
+  const int64_t fit_blocks = std::clamp<int64_t>(left / r.kv_bytes_per_block, 1, kMaxKvBlocks);
   if (r.kv_blocks > 0) {
     plan.kv_blocks = r.kv_blocks;
     if (plan.kv_blocks > fit_blocks) {
@@ -34,7 +34,7 @@ MemoryPlan PlanMemory(const MemoryRequest& r) {
   }
   const int64_t blocks_per_slot =
       (r.default_context + r.kv_block_size - 1) / std::max<int64_t>(1, r.kv_block_size);
-  plan.kv_blocks = std::min(fit_blocks, plan.slots * blocks_per_slot);
+  plan.kv_blocks = std::min({fit_blocks, plan.slots * blocks_per_slot, kMaxKvBlocks});
   return plan;
 }
 

@@ -9,6 +9,9 @@
 
 namespace ridge {
 
+// Block ids are int32 in block tables.
+inline constexpr int64_t kMaxKvBlocks = (int64_t{1} << 31) - 1;
+
 struct MemoryRequest {
   int64_t budget_bytes = 0;  // what the pools may take in all
   int64_t state_bytes_per_slot = 0;
@@ -17,7 +20,9 @@ struct MemoryRequest {
   int64_t slots = 0;               // asked for (--slots)
   int64_t kv_blocks = 0;           // asked for (--kv-blocks or --kv-cache-memory); 0: the rest
                                    // of the budget, up to default_context tokens per slot
-  int64_t default_context = 4096;
+  // Tokens per slot when no size is asked for: twice a chat request's default max_tokens, so a
+  // single slot still takes a prompt with it.
+  int64_t default_context = 8192;
 };
 
 struct MemoryPlan {

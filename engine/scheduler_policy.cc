@@ -62,12 +62,15 @@ StepPlan PlanStep(std::span<const RunningSequenceInfo> running,
   for (size_t i = 0; i < running.size(); ++i) {
     const RunningSequenceInfo& seq = running[i];
     if (preempted[i] || seq.prompt_tokens_left == 0) continue;
-    int64_t n = prompt_piece(seq.prompt_tokens_left, seq.position, seq.table_blocks, 0);
+    // The oldest prompt may take every free block; later ones leave one per decoder, or a
+    // decoder crossing a block boundary would preempt them and lose their prefill.
+    const int64_t reserve = plan.prefill.empty() ? 0 : decoders;
+    int64_t n = prompt_piece(seq.prompt_tokens_left, seq.position, seq.table_blocks, reserve);
     // Out of blocks (not of budget): newer sequences make room for older prompts, so prompts
     // that each hold part of the pool can never wait on each other for ever.
-    while (n == 0 && tokens > 0 && newest > i + 1) {
+    while (n == 0 && reserve == 0 && tokens > 0 && newest > i + 1) {
       preempt_newest();
-      n = prompt_piece(seq.prompt_tokens_left, seq.position, seq.table_blocks, 0);
+      n = prompt_piece(seq.prompt_tokens_left, seq.position, seq.table_blocks, reserve);
     }
     if (n == 0) break;  // first come, first served: later prompts wait too
     plan.prefill.emplace_back(seq.id, n);

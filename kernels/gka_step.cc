@@ -5,6 +5,13 @@
 #include "kernels/chebyshev_solver.h"
 
 namespace ridge {
+namespace {
+
+// Below this ||Hs||_F (keys all but zero for long enough that Hs decayed into denormals), the
+// Chebyshev step 2 / ((1 + 2a) F) would overflow to inf: such a head answers as Hs = 0 does.
+constexpr float kSmallestFrobenius = 1e-30f;
+
+}  // namespace
 
 std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in, int d, const SolverOptions& options,
                                        float* hs, float* ss, float* out, float* scratch) {
@@ -30,12 +37,12 @@ std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in, int d, const Sol
   const float frobenius = static_cast<float>(std::sqrt(frobenius2));
   if (!in.solve) {
     for (int i = 0; i < d; ++i) readout[i] = in.q[i];
-  } else if (frobenius > 0.0f) {
+  } else if (frobenius > kSmallestFrobenius) {
     // scratch[0, 2d) is free again once Hs and Ss are updated.
     result = ChebyshevSolve(hs, d, in.ridge_strength, frobenius, in.q, options, readout, scratch);
     for (int i = 0; i < d; ++i) readout[i] = in.q[i] + in.alpha * (readout[i] - in.q[i]);
   } else {
-    // Hs = 0 (every key so far was zero): x = 0 is the only bounded answer, and Ss = 0 too.
+    // Hs = 0 (every key so far was zero, or next to it): x = 0 is the only bounded answer.
     result = SolveResult{};
     for (int i = 0; i < d; ++i) readout[i] = (1.0f - in.alpha) * in.q[i];
   }

@@ -8,9 +8,13 @@
 
 namespace ridge {
 
-// The paper's dynamic stopping rule: stop at iteration j when ||r_j|| <= tolerance * ||r_0||,
-// or when j reaches max_iterations. tolerance 0 always runs max_iterations (FLA's behaviour).
-// No request, flag or config may ask for more CG iterations than this: bounded compute per token.
+// One budget, two stopping rules, both relative to the size of the problem:
+// - conjugate gradient (MesaNet): stop at iteration j when ||r_j|| <= tolerance * ||r_0||
+//   (the paper's dynamic rule);
+// - Chebyshev (Gated KalmaNet): stop before an update when ||A x - q|| <= tolerance * ||q||.
+// Either stops after max_iterations; tolerance 0 always runs max_iterations (the references'
+// fixed count). No request, flag or config may ask for more iterations than this: bounded
+// compute per token.
 inline constexpr int32_t kSolverIterationLimit = 1000;
 
 struct SolverOptions {

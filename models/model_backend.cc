@@ -101,6 +101,7 @@ absl::Status ModelBackend::CheckSlot(int64_t slot) const {
 absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) const {
   const int64_t vocab = spec().vocab_size;
   std::vector<bool> used(num_slots(), false);
+  std::vector<bool> block_used(num_kv_blocks(), false);  // a block belongs to one table entry
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SlotChunk& chunk = chunks[i];
     if (absl::Status slot = CheckSlot(chunk.slot); !slot.ok()) {
@@ -126,6 +127,11 @@ absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) con
         return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": KV block ", block,
                                                        " is outside [0, ", num_kv_blocks(), ")"));
       }
+      if (block >= 0 && block_used[block]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", i, ": KV block ", block, " appears twice in one step"));
+      }
+      if (block >= 0) block_used[block] = true;
     }
   }
   return absl::OkStatus();

@@ -73,7 +73,7 @@ then the process exits 0.
                                solver_max_iterations (default: the config's: MesaNet's
                                max_cg_step_decoding, GKA's num_iter)
   --max-solver-iterations M    the largest solver_max_iterations a request may ask for
-                               (default 100)
+                               (default 100, or the config's count when that is larger)
   --threads N                  CPU threads for the model (default: all cores)
   --log-level L                debug, info, warning or error (default info)
   --drain-seconds S            grace period for running requests after SIGTERM (default 30)
@@ -155,7 +155,8 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const 
   if (o.max_prompt_tokens < 1)
     return absl::InvalidArgumentError("--max-prompt-tokens must be >= 1");
   ASSIGN_OR_RETURN(const int64_t max_iterations,
-                   args.Int("max-solver-iterations", o.max_solver_iterations));
+                   args.Int("max-solver-iterations",
+                            std::max(o.max_solver_iterations, DefaultSolverIterations(spec))));
   if (max_iterations < 1 || max_iterations > kSolverIterationLimit) {
     return absl::InvalidArgumentError(absl::StrCat("--max-solver-iterations ", max_iterations,
                                                    " must be 1 to ", kSolverIterationLimit));

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/half.h"
 #include "base/status_macros.h"
-#include "models/arch/hybrid_qwen3_config.h"
 #include "models/cpu/attention_mixer.h"
 #include "models/cpu/gka_mixer.h"
 #include "models/tensor_reader.h"
@@ -112,25 +111,14 @@ class RandomSource : public HybridWeightSource {
 absl::StatusOr<GkaLayerWeights> ReadGkaLayer(HybridWeightSource& source, const GkaSpec& g,
                                              int64_t c, const std::string& prefix);
 
-// The config of model folder `dir`; errors name the file.
-absl::StatusOr<ModelSpec> FolderSpec(const std::filesystem::path& dir, const nlohmann::json& json) {
-  auto spec = ParseHybridQwen3Config(json);
-  if (!spec.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat((dir / "config.json").string(), ": ", spec.status().message()));
-  }
-  return spec;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HybridQwen3Model>> HybridQwen3Model::Load(
-    const std::filesystem::path& dir, int64_t kv_block_size) {
+    const std::filesystem::path& dir, const ModelSpec& spec, int64_t kv_block_size) {
   std::unique_ptr<HybridQwen3Model> model(new HybridQwen3Model());
   ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
-  ASSIGN_OR_RETURN(ModelSpec spec, FolderSpec(dir, model->checkpoint_->config()));
   CheckpointSource source(*model->checkpoint_);
-  RETURN_IF_ERROR(model->BuildDecoder(std::move(spec), source, kv_block_size));
+  RETURN_IF_ERROR(model->BuildDecoder(spec, source, kv_block_size));
   return model;
 }
 

@@ -20,9 +20,11 @@ class HybridWeightSource;  // where the tensors come from: a checkpoint or a gen
 
 class HybridQwen3Model : public Model {
  public:
-  // Every tensor the spec lists must be present with its exact shape; any other tensor is an
+  // The tensors of checkpoint folder `dir` for `spec` (its config.json, read by the caller):
+  // every tensor the spec lists must be present with its exact shape; any other tensor is an
   // error naming it (except lm_head.weight beside tied embeddings).
   static absl::StatusOr<std::unique_ptr<HybridQwen3Model>> Load(const std::filesystem::path& dir,
+                                                                const ModelSpec& spec,
                                                                 int64_t kv_block_size);
   // A model of `spec`'s shape with random bf16 weights of realistic scales (no checkpoint
   // read), for measuring a configuration's speed and memory.

@@ -73,13 +73,13 @@ absl::StatusOr<std::vector<LayerKind>> ParsePattern(const nlohmann::json& json,
 absl::StatusOr<RopeSpec> ParseRope(const nlohmann::json& json, const ConfigFields& fields) {
   RopeSpec rope;
   rope.theta = 10000.0;  // transformers' default when a config names none
-  RETURN_IF_ERROR(fields.Double("rope_theta", 1e-3, 1e12, &rope.theta));
+  RETURN_IF_ERROR(fields.Double("rope_theta", 1.001, 1e12, &rope.theta));
   const char* field = fields.IsSet("rope_parameters") ? "rope_parameters" : "rope_scaling";
   if (!fields.IsSet(field)) return rope;
   const nlohmann::json& params = json.at(field);
   if (!params.is_object()) return fields.Error(field, "must be an object");
   const ConfigFields p(params, std::string(field) + ".");
-  RETURN_IF_ERROR(p.Double("rope_theta", 1e-3, 1e12, &rope.theta));
+  RETURN_IF_ERROR(p.Double("rope_theta", 1.001, 1e12, &rope.theta));
   std::string type = "default";
   RETURN_IF_ERROR(p.String("type", &type));
   RETURN_IF_ERROR(p.String("rope_type", &type));
@@ -105,6 +105,10 @@ absl::StatusOr<RopeSpec> ParseRope(const nlohmann::json& json, const ConfigField
   }
   RETURN_IF_ERROR(p.Double("beta_fast", 1e-3, 1e4, &rope.beta_fast));
   RETURN_IF_ERROR(p.Double("beta_slow", 1e-3, 1e4, &rope.beta_slow));
+  if (rope.beta_fast <= rope.beta_slow) {
+    return p.Error("beta_fast",
+                   absl::StrCat("is ", rope.beta_fast, ", not above beta_slow ", rope.beta_slow));
+  }
   RETURN_IF_ERROR(p.Bool("truncate", &rope.truncate));
   rope.attention_factor = 0.0;  // resolved from the factor below unless given
   RETURN_IF_ERROR(p.Double("attention_factor", 1e-6, 1e3, &rope.attention_factor));
@@ -143,7 +147,7 @@ absl::StatusOr<GkaSpec> ParseGka(const nlohmann::json& json, const ConfigFields&
   spec.num_iter = static_cast<int32_t>(num_iter);
   RETURN_IF_ERROR(gka.Double("ridge_strength", 1e-8, 1e4, &spec.ridge_strength));
   RETURN_IF_ERROR(gka.Int("conv_size", 1, 64, &spec.conv_size));
-  RETURN_IF_ERROR(gka.Double("norm_eps", 0.0, 1.0, &spec.norm_eps));
+  RETURN_IF_ERROR(gka.Double("norm_eps", 1e-12, 1.0, &spec.norm_eps));
   int64_t chunk_size = 64;
   RETURN_IF_ERROR(gka.Int("chunk_size", 1, 1 << 16, &chunk_size));
   RETURN_IF_ERROR(RequireBool(gka, "use_alpha_connection", true));
@@ -214,9 +218,17 @@ absl::StatusOr<ModelSpec> ParseHybridQwen3Config(const nlohmann::json& json) {
   RETURN_IF_ERROR(fields.Int("num_attention_heads", 1, 1024, &heads));
   RETURN_IF_ERROR(fields.Int("intermediate_size", 1, big, &intermediate));
   RETURN_IF_ERROR(fields.Int("vocab_size", 1, 1 << 24, &spec.vocab_size));
-  int64_t kv_heads = heads, head_dim = spec.hidden_size / heads;
+  int64_t kv_heads = heads, head_dim = 0;
   RETURN_IF_ERROR(fields.Int("num_key_value_heads", 1, 1024, &kv_heads));
   RETURN_IF_ERROR(fields.Int("head_dim", 1, 512, &head_dim));
+  if (head_dim == 0) {  // transformers' default: the hidden size split over the heads
+    if (spec.hidden_size % heads != 0 || spec.hidden_size / heads > 512) {
+      return fields.Error("head_dim",
+                          absl::StrCat("is missing, and hidden_size ", spec.hidden_size,
+                                       " does not split into ", heads, " heads of at most 512"));
+    }
+    head_dim = spec.hidden_size / heads;
+  }
   if (heads % kv_heads != 0) {
     return fields.Error(
         "num_key_value_heads",
@@ -225,7 +237,7 @@ absl::StatusOr<ModelSpec> ParseHybridQwen3Config(const nlohmann::json& json) {
   if (head_dim % 2 != 0) {
     return fields.Error("head_dim", absl::StrCat("is ", head_dim, "; RoPE needs an even one"));
   }
-  RETURN_IF_ERROR(fields.Double("rms_norm_eps", 0.0, 1.0, &spec.rms_norm_eps));
+  RETURN_IF_ERROR(fields.Double("rms_norm_eps", 1e-12, 1.0, &spec.rms_norm_eps));
   RETURN_IF_ERROR(fields.Bool("tie_word_embeddings", &spec.tie_word_embeddings));
   RETURN_IF_ERROR(
       fields.Int("max_position_embeddings", 1, int64_t{1} << 30, &spec.max_position_embeddings));

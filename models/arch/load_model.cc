@@ -1,5 +1,7 @@
 #include "models/arch/load_model.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "models/arch/hybrid_qwen3.h"
@@ -36,6 +38,28 @@ absl::StatusOr<nlohmann::json> ReadConfig(const std::filesystem::path& dir, bool
   return ReadJsonFile(dir / "config.json");
 }
 
+// Qwen lists its end-of-sequence ids in generation_config.json (config.json often names only
+// one): generation stops on every id of either file.
+absl::Status MergeGenerationEos(const std::filesystem::path& dir, nlohmann::json* config) {
+  std::error_code error;
+  const std::filesystem::path file = dir / "generation_config.json";
+  if (!std::filesystem::is_regular_file(file, error)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const nlohmann::json generation, ReadJsonFile(file));
+  if (!generation.is_object() || !generation.contains("eos_token_id")) return absl::OkStatus();
+  nlohmann::json ids = nlohmann::json::array();
+  const nlohmann::json from_config =
+      config->contains("eos_token_id") ? (*config)["eos_token_id"] : nlohmann::json();
+  for (const nlohmann::json* source : {&from_config, &generation.at("eos_token_id")}) {
+    if (source->is_null()) continue;
+    const nlohmann::json list = source->is_array() ? *source : nlohmann::json::array({*source});
+    for (const auto& id : list) {
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  }
+  (*config)["eos_token_id"] = ids;  // checked (integers in the vocabulary) by the parser
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelSpec> NamedFile(const std::filesystem::path& dir,
                                     absl::StatusOr<ModelSpec> spec) {
   if (spec.ok()) return spec;
@@ -60,14 +84,12 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::filesystem::path& di
     return std::unique_ptr<Model>(
         std::make_unique<MesaNetModel>(*mesa, RandomMesaNetWeights(*mesa, /*seed=*/0)));
   }
-  if (!random) {
-    ASSIGN_OR_RETURN(std::unique_ptr<HybridQwen3Model> model,
-                     HybridQwen3Model::Load(dir, kv_block_size));
-    return std::unique_ptr<Model>(std::move(model));
-  }
-  ASSIGN_OR_RETURN(const ModelSpec spec, NamedFile(dir, ParseHybridQwen3Config(config)));
+  nlohmann::json merged = config;
+  if (!random) RETURN_IF_ERROR(MergeGenerationEos(dir, &merged));
+  ASSIGN_OR_RETURN(const ModelSpec spec, NamedFile(dir, ParseHybridQwen3Config(merged)));
   ASSIGN_OR_RETURN(std::unique_ptr<HybridQwen3Model> model,
-                   HybridQwen3Model::Random(spec, /*seed=*/0, kv_block_size));
+                   random ? HybridQwen3Model::Random(spec, /*seed=*/0, kv_block_size)
+                          : HybridQwen3Model::Load(dir, spec, kv_block_size));
   return std::unique_ptr<Model>(std::move(model));
 }
 
@@ -79,7 +101,10 @@ absl::StatusOr<ModelSpec> ReadModelSpec(const std::filesystem::path& dir) {
     if (!mesa.ok()) return NamedFile(dir, mesa.status());
     return ToModelSpec(*mesa);
   }
-  return NamedFile(dir, ParseHybridQwen3Config(config));
+  nlohmann::json merged = config;
+  std::error_code error;
+  if (std::filesystem::is_directory(dir, error)) RETURN_IF_ERROR(MergeGenerationEos(dir, &merged));
+  return NamedFile(dir, ParseHybridQwen3Config(merged));
 }
 
 }  // namespace ridge

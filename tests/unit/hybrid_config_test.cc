@@ -159,6 +159,18 @@ TEST(HybridConfigTest, UnsupportedOrMalformedConfigsNameTheFieldAndValue) {
       {"kv heads zero", [](auto& j) { j["num_key_value_heads"] = 0; },
        "'num_key_value_heads' is 0"},
       {"odd head dim", [](auto& j) { j["head_dim"] = 15; }, "'head_dim' is 15"},
+      {"head dim from uneven split",
+       [](auto& j) {
+         j.erase("head_dim");
+         j["hidden_size"] = 62;
+       },
+       "'head_dim' is missing, and hidden_size 62 does not split into 4 heads"},
+      {"zero norm eps", [](auto& j) { j["rms_norm_eps"] = 0; }, "'rms_norm_eps' is 0"},
+      {"yarn betas",
+       [](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"beta_fast", 1.0}};
+       },
+       "'rope_scaling.beta_fast' is 1, not above beta_slow 1"},
       {"activation", [](auto& j) { j["hidden_act"] = "gelu"; }, "'hidden_act' is 'gelu'"},
       {"missing size", [](auto& j) { j.erase("intermediate_size"); },
        "'intermediate_size' is missing"},

@@ -122,6 +122,22 @@ TEST(HybridLoadingTest, BrokenCheckpointsNameTheProblem) {
   }
 }
 
+TEST(HybridLoadingTest, GenerationConfigAddsEndOfSequenceIds) {
+  // Qwen's config.json names one eos id, its generation_config.json the list.
+  const auto dir = BrokenCopy(
+      "eos", [](nlohmann::json& c) { c["eos_token_id"] = 2; },
+      [](std::map<std::string, RawTensor>&) {});
+  testing::WriteJson(dir / "generation_config.json", {{"eos_token_id", {2, 7}}});
+  auto model = LoadModel(dir, LoadFormat::kCheckpoint);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->spec().eos_token_ids, (std::vector<int64_t>{2, 7}));
+  testing::WriteJson(dir / "generation_config.json", {{"eos_token_id", 999}});
+  model = LoadModel(dir, LoadFormat::kCheckpoint);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("'eos_token_id' has 999"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(HybridLoadingTest, Bf16WeightsAreNotWidenedOnTheHost) {
   // The mapped checkpoint holds the weights: loading adds only the small fp32 vectors.
   auto model = LoadModel(kCase.parent_path() / "all_gka_bf16", LoadFormat::kCheckpoint);
