@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "kernels/solver_types.h"
-#include "models/mesanet_config.h"
-#include "models/mesanet_model.h"
+#include "models/model_spec.h"
+#include "models/step_types.h"
 #include "sampling/sampler.h"
 
 namespace ridge {

@@ -10,14 +10,9 @@
 
 #include "kernels/solver_types.h"
 #include "models/model_spec.h"
+#include "models/step_types.h"
 
 namespace ridge {
-
-// Where a conjugate-gradient solve starts (MesaNet, as FLA does): prefill from zero, decode
-// from the Jacobi guess. Chebyshev always starts the same way.
-enum class SolvePhase { kPrefill, kDecode };
-
-enum class LogitsFor { kAllTokens, kLastToken };
 
 // One sequence's part of a CPU step.
 struct CpuSequence {

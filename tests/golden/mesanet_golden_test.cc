@@ -10,6 +10,7 @@
 
 #include "engine/scoring.h"
 #include "models/checkpoint.h"
+#include "models/mesanet_model.h"
 #include "tests/support/logit_agreement.h"
 
 namespace ridge {

@@ -12,6 +12,7 @@
 #include "engine/offline_generation.h"
 #include "kernels/device_info.h"
 #include "models/cuda/cuda_backend.h"
+#include "models/mesanet_model.h"
 #include "tests/support/bf16_weights.h"
 #include "tests/support/collecting_sink.h"
 
