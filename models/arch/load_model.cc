@@ -70,7 +70,8 @@ absl::StatusOr<ModelSpec> NamedFile(const std::filesystem::path& dir,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::filesystem::path& dir,
-                                                 LoadFormat format, int64_t kv_block_size) {
+                                                 LoadFormat format, int64_t kv_block_size,
+                                                 uint64_t random_seed) {
   ASSIGN_OR_RETURN(const nlohmann::json config, ReadConfig(dir, format == LoadFormat::kRandom));
   ASSIGN_OR_RETURN(const Architecture arch, ArchitectureOf(dir, config));
   const bool random = format == LoadFormat::kRandom;
@@ -82,13 +83,13 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::filesystem::path& di
     auto mesa = ParseMesaNetConfig(config);
     if (!mesa.ok()) return NamedFile(dir, mesa.status()).status();
     return std::unique_ptr<Model>(
-        std::make_unique<MesaNetModel>(*mesa, RandomMesaNetWeights(*mesa, /*seed=*/0)));
+        std::make_unique<MesaNetModel>(*mesa, RandomMesaNetWeights(*mesa, random_seed)));
   }
   nlohmann::json merged = config;
   if (!random) RETURN_IF_ERROR(MergeGenerationEos(dir, &merged));
   ASSIGN_OR_RETURN(const ModelSpec spec, NamedFile(dir, ParseHybridQwen3Config(merged)));
   ASSIGN_OR_RETURN(std::unique_ptr<HybridQwen3Model> model,
-                   random ? HybridQwen3Model::Random(spec, /*seed=*/0, kv_block_size)
+                   random ? HybridQwen3Model::Random(spec, random_seed, kv_block_size)
                           : HybridQwen3Model::Load(dir, spec, kv_block_size));
   return std::unique_ptr<Model>(std::move(model));
 }

@@ -131,5 +131,44 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
   }
 }
 
+TEST(CliTest, HybridCheckpointsRunThroughEveryCommand) {
+  const std::filesystem::path hybrid =
+      std::filesystem::path(RIDGE_TEST_DATA_DIR) / "hybrid_qwen3" / "gka_swa_mix";
+  auto golden = ReadJsonFile(hybrid / "golden.json");
+  ASSERT_TRUE(golden.ok());
+  std::string ids;
+  for (const auto& id : (*golden)["ids"])
+    ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("ridge_cli_hybrid_" + std::to_string(getpid()));
+  // score, both modes, against the float64 reference's logits.
+  for (const std::string mode : {"", " --decode-from 60"}) {
+    const Output score = RunRidgeserve("score --model " + hybrid.string() + " --ids " + ids +
+                                       " --output " + out.string() + " --block-size 8" + mode);
+    ASSERT_EQ(score.exit_code, 0) << score.text;
+    EXPECT_NE(score.text.find("perplexity"), std::string::npos);
+    EXPECT_LT(RelativeRms(ReadFloats(out), ReadFloats(hybrid / "logits.f32")), 5e-5) << mode;
+  }
+  std::filesystem::remove(out);
+  const Output generate = RunRidgeserve(
+      "generate --model " + hybrid.string() + " --prompt-ids 5,6,7,8 --max-tokens 40 --ignore-eos",
+      /*with_stderr=*/false);
+  ASSERT_EQ(generate.exit_code, 0) << generate.text;
+  EXPECT_EQ(std::count(generate.text.begin(), generate.text.end(), ','), 39) << generate.text;
+  const Output info = RunRidgeserve("info --model " + hybrid.string());
+  ASSERT_EQ(info.exit_code, 0) << info.text;
+  EXPECT_NE(info.text.find("hybrid_qwen3: 4 layers"), std::string::npos) << info.text;
+  EXPECT_NE(info.text.find("GKA-*-GKA-SWA"), std::string::npos) << info.text;
+  // The HQwen3-8B shape from its config alone: 72 MiB of GKA state plus conv tails, and 144 KiB
+  // of fp32 KV a token.
+  const std::filesystem::path eight_b = std::filesystem::path(RIDGE_TEST_DATA_DIR) / ".." / ".." /
+                                        "tools" / "bench" / "configs" / "hqwen3-8b-gka.json";
+  const Output big = RunRidgeserve("info --load-format random --model " + eight_b.string());
+  ASSERT_EQ(big.exit_code, 0) << big.text;
+  EXPECT_NE(big.text.find("76824576 bytes of recurrent state + 147456 bytes of KV cache a token"),
+            std::string::npos)
+      << big.text;
+}
+
 }  // namespace
 }  // namespace ridge

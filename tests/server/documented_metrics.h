@@ -18,6 +18,9 @@ inline constexpr const char* kDocumentedMetricNames[] = {"ridgeserve_requests_to
                                                          "ridgeserve_step_duration_seconds",
                                                          "ridgeserve_solver_iterations",
                                                          "ridgeserve_solver_relative_residual",
-                                                         "ridgeserve_solver_capped_total"};
+                                                         "ridgeserve_solver_capped_total",
+                                                         "ridgeserve_kv_blocks_used",
+                                                         "ridgeserve_kv_blocks_total",
+                                                         "ridgeserve_preemptions_total"};
 
 }  // namespace ridge::testing

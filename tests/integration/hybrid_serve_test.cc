@@ -1,0 +1,188 @@
+// `ridgeserve serve` on a hybrid_qwen3 checkpoint (GKA, attention and sliding-window layers) with
+// a KV cache too small for all its clients at once: concurrent requests are preempted and
+// recomputed and still answer as they do alone; a request the whole cache cannot hold gets a
+// 400 naming max_tokens; /metrics shows the blocks, the preemptions and the GKA solver series;
+// gRPC's GetModelInfo says the architecture and the layer pattern.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+
+#include "tests/integration/server_process.h"
+#include "tests/server/http_test_client.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+using testing::PostJson;
+using testing::ServerProcess;
+
+const std::filesystem::path kModel =
+    std::filesystem::path(RIDGE_TEST_DATA_DIR) / "hybrid_qwen3" / "gka_swa_mix";
+
+std::filesystem::path LogDir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() /
+             ("ridge_hybrid_serve_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// A free loopback port (released again: the server binds it right after).
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+double MetricValue(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+json Completion(int index, int prompt_tokens, int max_tokens) {
+  std::vector<int> prompt;
+  for (int t = 0; t < prompt_tokens; ++t) prompt.push_back((t * 29 + index * 13 + 3) % 256);
+  return {{"prompt", prompt},
+          {"max_tokens", max_tokens},
+          {"temperature", 0.0},
+          {"ignore_eos", true},
+          {"return_token_ids", true}};
+}
+
+class HybridServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    grpc_port_ = FreeLoopbackPort();
+    // 12 blocks of 8 tokens: 96 tokens for 4 slots.
+    std::vector<std::string> args = {"--model",
+                                     kModel.string(),
+                                     "--threads",
+                                     "1",
+                                     "--slots",
+                                     "4",
+                                     "--block-size",
+                                     "8",
+                                     "--kv-blocks",
+                                     "12",
+                                     "--log-level",
+                                     "info",
+                                     "--prefill-token-budget",
+                                     "32"};
+#ifdef RIDGE_GRPC_CLIENT
+    args.insert(args.end(), {"--grpc-port", std::to_string(grpc_port_)});
+#endif
+    signal(SIGPIPE, SIG_IGN);
+    std::string error;
+    server_ =
+        ServerProcess::Start(RIDGESERVE_BINARY, args, LogDir() / "server.log", &error).release();
+    EXPECT_NE(server_, nullptr) << error;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(60, 0);
+  }
+
+  static ServerProcess* server_;
+  static int grpc_port_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+ServerProcess* HybridServeTest::server_ = nullptr;
+int HybridServeTest::grpc_port_ = 0;
+
+TEST_F(HybridServeTest, ConcurrentRequestsThroughASmallKvCacheAnswerAsAlone) {
+  // Alone first: each needs 5-6 blocks, so one at a time never preempts.
+  std::vector<json> bodies;
+  std::vector<std::vector<int>> alone;
+  for (int i = 0; i < 4; ++i) {
+    bodies.push_back(Completion(i, 20 + 4 * i, 24));
+    const auto reply = PostJson(*client_, "/v1/completions", bodies.back());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    alone.push_back(reply.body["choices"][0]["token_ids"].get<std::vector<int>>());
+    EXPECT_EQ(alone.back().size(), 24u);
+  }
+  const double preemptions_before =
+      MetricValue(client_->Get("/metrics")->body, "ridgeserve_preemptions_total");
+  std::vector<std::future<testing::JsonReply>> together;
+  for (int i = 0; i < 4; ++i) {
+    together.push_back(std::async(std::launch::async, [&, i] {
+      httplib::Client client("127.0.0.1", server_->port());
+      client.set_read_timeout(60, 0);
+      return PostJson(client, "/v1/completions", bodies[i]);
+    }));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const auto reply = together[i].get();
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    EXPECT_EQ(reply.body["choices"][0]["token_ids"].get<std::vector<int>>(), alone[i]) << i;
+  }
+  const std::string metrics = client_->Get("/metrics")->body;
+  EXPECT_EQ(MetricValue(metrics, "ridgeserve_kv_blocks_total"), 12);
+  EXPECT_GT(MetricValue(metrics, "ridgeserve_preemptions_total"), preemptions_before)
+      << "four sequences of 44-60 tokens cannot share 96 tokens of KV without preempting";
+  EXPECT_NE(metrics.find("ridgeserve_solver_iterations_count{layer_type=\"gka\",phase=\"decode\"}"),
+            std::string::npos)
+      << metrics;
+}
+
+TEST_F(HybridServeTest, ARequestTheWholeCacheCannotHoldIsABadRequest) {
+  const auto reply = PostJson(*client_, "/v1/completions", Completion(0, 20, 200));
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_EQ(reply.body["error"]["param"], "max_tokens");
+  EXPECT_EQ(reply.body["error"]["code"], "context_length_exceeded");
+  const std::string message = reply.body["error"]["message"];
+  EXPECT_NE(message.find("the KV cache holds 12 blocks (96 tokens)"), std::string::npos) << message;
+}
+
+TEST_F(HybridServeTest, IdleServerHoldsNoBlocks) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  double used = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    used = MetricValue(client_->Get("/metrics")->body, "ridgeserve_kv_blocks_used");
+    if (used == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(used, 0);
+  EXPECT_NE(server_->Log().find("KV cache: 12 blocks of 8 tokens"), std::string::npos)
+      << server_->Log();
+}
+
+#ifdef RIDGE_GRPC_CLIENT
+TEST_F(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
+  const std::string command = std::string(RIDGE_GRPC_CLIENT) +
+                              " --address 127.0.0.1:" + std::to_string(grpc_port_) + " --info 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string info;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) info.append(buffer, n);
+  EXPECT_EQ(pclose(pipe), 0) << info;
+  EXPECT_NE(info.find("architecture: \"hybrid_qwen3\""), std::string::npos) << info;
+  EXPECT_NE(info.find("layer_pattern: \"GKA-*-GKA-SWA\""), std::string::npos) << info;
+  EXPECT_NE(info.find("eos_token_ids: 3"), std::string::npos) << info;
+  EXPECT_NE(info.find("kv_blocks_total: 12"), std::string::npos) << info;
+}
+#endif
+
+}  // namespace
+}  // namespace ridge
