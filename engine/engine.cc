@@ -26,13 +26,12 @@ struct Engine::Sequence {
   std::shared_ptr<RequestSink> sink;
   Sampler sampler;
   SolverOptions solver;
-  int64_t slot = -1;
+  SequenceMemory memory;  // its state slot and KV blocks
   // What the sequence prefills when admitted: its prompt, or after a preemption its prompt and
   // every token it generated (recomputed, so the output goes on as if never preempted).
   std::vector<int32_t> feed;
   int64_t prompt_done = 0;  // tokens of `feed` processed
   int64_t position = 0;     // tokens in its memory
-  BlockTable blocks;
   std::vector<int32_t> generated;
   int32_t next_token = 0;
   SteadyTime submitted, last_token;
@@ -93,22 +92,9 @@ Engine::Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backen
       owned_backend_(std::move(owned_backend)),
       options_(options),
       observer_(observer),
-      kv_blocks_(backend->num_kv_blocks()) {
-  for (int64_t i = 0; i < options.max_slots; ++i) {
-    free_slots_.push_back(options.max_slots - 1 - i);  // hand out slot 0 first
-  }
+      memory_(options.max_slots, backend->kv_layout(), backend->num_kv_blocks()) {
   snapshot_.slots_total = options.max_slots;
-  snapshot_.kv_blocks_total = kv_blocks_.total();
-}
-
-int64_t Engine::PeakBlocks(int64_t tokens) const {
-  const KvLayout& kv = backend_->kv_layout();
-  if (kv.empty()) return 0;
-  const int64_t all = (tokens + kv.block_size - 1) / kv.block_size;
-  if (kv.shared_window == 0) return all;
-  // A step holds the window before its first token and every block its tokens reach.
-  const int64_t span = kv.shared_window + options_.prefill_token_budget;
-  return std::min(all, span / kv.block_size + 2);
+  snapshot_.kv_blocks_total = memory_.blocks().total();
 }
 
 Engine::~Engine() {
@@ -141,13 +127,13 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
                                                    options_.max_new_tokens));
   }
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
-  if (PeakBlocks(tokens) > kv_blocks_.total()) {
-    const KvLayout& kv = backend_->kv_layout();
+  const int64_t peak = memory_.PeakBlocks(tokens, options_.prefill_token_budget);
+  if (peak > memory_.blocks().total()) {
+    const int64_t total = memory_.blocks().total(), block_size = memory_.layout().block_size;
     return absl::OutOfRangeError(absl::StrCat(
         "max_tokens: the prompt (", request.prompt.size(), " tokens) plus max_tokens (",
-        request.sampling.max_tokens, ") needs ", PeakBlocks(tokens), " KV blocks of ",
-        kv.block_size, " tokens; the KV cache holds ", kv_blocks_.total(), " blocks (",
-        kv_blocks_.total() * kv.block_size, " tokens) in all"));
+        request.sampling.max_tokens, ") needs ", peak, " KV blocks of ", block_size,
+        " tokens; the KV cache holds ", total, " blocks (", total * block_size, " tokens) in all"));
   }
   if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(
@@ -263,14 +249,6 @@ void Engine::Loop() {
   DeliverEvents();
 }
 
-void Engine::ReleaseMemory(Sequence& seq) {
-  if (seq.slot >= 0) {
-    free_slots_.push_back(seq.slot);
-    seq.slot = -1;
-  }
-  seq.blocks.Clear(kv_blocks_);
-}
-
 void Engine::Preempt(const std::vector<RequestId>& victims) {
   // Victims come newest first; pushing each to the front leaves the oldest first.
   for (RequestId id : victims) {
@@ -279,7 +257,7 @@ void Engine::Preempt(const std::vector<RequestId>& victims) {
     RIDGE_CHECK(it != running_.end());
     std::unique_ptr<Sequence> seq = std::move(*it);
     running_.erase(it);
-    ReleaseMemory(*seq);
+    memory_.Release(seq->memory);
     seq->feed = seq->request.prompt;
     seq->feed.insert(seq->feed.end(), seq->generated.begin(), seq->generated.end());
     seq->prompt_done = 0;
@@ -296,7 +274,7 @@ void Engine::Preempt(const std::vector<RequestId>& victims) {
 
 void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
   const SteadyTime now = std::chrono::steady_clock::now();
-  ReleaseMemory(seq);
+  memory_.Release(seq.memory);
   seq.usage.completion_tokens = static_cast<int64_t>(seq.generated.size());
   seq.usage.total_seconds = Seconds(seq.submitted, now);
   RequestEvent& event = seq.pending;
@@ -393,8 +371,8 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         {.id = seq->id,
          .prompt_tokens_left = static_cast<int64_t>(seq->feed.size()) - seq->prompt_done,
          .position = seq->position,
-         .table_blocks = seq->blocks.size(),
-         .live_blocks = seq->blocks.live()});
+         .table_blocks = seq->memory.blocks.size(),
+         .live_blocks = seq->memory.blocks.live()});
   }
   std::vector<WaitingRequestInfo> waiting_info;
   for (const auto& seq : waiting_) {
@@ -402,8 +380,8 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   }
   const KvLayout& kv = backend_->kv_layout();
   const StepPlan plan = PlanStep(running_info, waiting_info,
-                                 {.free_slots = static_cast<int64_t>(free_slots_.size()),
-                                  .free_blocks = kv_blocks_.free(),
+                                 {.free_slots = memory_.slots().free(),
+                                  .free_blocks = memory_.blocks().free(),
                                   .prefill_tokens = options_.prefill_token_budget},
                                  {.block_size = kv.empty() ? 0 : kv.block_size});
   Preempt(plan.preempt);
@@ -413,10 +391,8 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   for (size_t i = 0; i < plan.admit.size(); ++i) {
     std::unique_ptr<Sequence> seq = std::move(waiting_.front());
     waiting_.pop_front();
-    RIDGE_CHECK(seq->id == plan.admit[i] && !free_slots_.empty());
-    seq->slot = free_slots_.back();
-    free_slots_.pop_back();
-    if (const absl::Status reset = backend_->ResetSlot(seq->slot); !reset.ok()) {
+    RIDGE_CHECK(seq->id == plan.admit[i] && memory_.TakeSlot(seq->memory));
+    if (const absl::Status reset = backend_->ResetSlot(seq->memory.slot); !reset.ok()) {
       Log(LogLevel::kError, "request ", seq->id, ": state reset failed: ", reset.ToString());
       Finish(*seq, FinishReason::kError, absl::InternalError(reset.ToString()));
       failed_admissions.push_back(seq->id);
@@ -446,8 +422,8 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   std::vector<SlotChunk> chunks;
   // The blocks the plan reserved for each piece (it counted them, so they are there).
   auto take_blocks = [&](Sequence& seq, int64_t tokens) {
-    RIDGE_CHECK(seq.blocks.Grow(kv, seq.position + tokens, kv_blocks_));
-    return seq.blocks.entries();
+    RIDGE_CHECK(memory_.Grow(seq.memory, seq.position + tokens));
+    return seq.memory.blocks.entries();
   };
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
   StepReport report;
@@ -455,9 +431,9 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     Sequence* found = find(id);
     if (found == nullptr) continue;
     Sequence& seq = *found;
-    chunks.push_back({seq.slot, std::span<const int32_t>(seq.feed).subspan(seq.prompt_done, n),
-                      seq.solver, &step_stats[chunks.size()], SolvePhase::kPrefill,
-                      take_blocks(seq, n)});
+    chunks.push_back({seq.memory.slot,
+                      std::span<const int32_t>(seq.feed).subspan(seq.prompt_done, n), seq.solver,
+                      &step_stats[chunks.size()], SolvePhase::kPrefill, take_blocks(seq, n)});
     members.push_back(&seq);
     report.prefill_tokens += n;
   }
@@ -465,7 +441,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     Sequence* found = find(id);
     if (found == nullptr) continue;
     Sequence& seq = *found;
-    chunks.push_back({seq.slot,
+    chunks.push_back({seq.memory.slot,
                       {&seq.next_token, 1},
                       seq.solver,
                       &step_stats[chunks.size()],
@@ -507,7 +483,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         continue;
       }
       seq.position += static_cast<int64_t>(chunks[i].tokens.size());
-      seq.blocks.Trim(kv, seq.position, kv_blocks_);
+      memory_.Trim(seq.memory, seq.position);
       if (prefill) {
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) continue;
@@ -545,8 +521,8 @@ void Engine::PublishSnapshot() {
   std::lock_guard<std::mutex> lock(mutex_);
   snapshot_.running = static_cast<int64_t>(running_.size());
   snapshot_.waiting = queued_;
-  snapshot_.slots_used = options_.max_slots - static_cast<int64_t>(free_slots_.size());
-  snapshot_.kv_blocks_used = kv_blocks_.used();
+  snapshot_.slots_used = memory_.slots().used();
+  snapshot_.kv_blocks_used = memory_.blocks().used();
   snapshot_.draining = draining_;
 }
 

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine_observer.h"
 #include "engine/event_delivery.h"
-#include "engine/kv_block_pool.h"
+#include "engine/hybrid_memory.h"
 #include "engine/request.h"
 #include "models/model.h"
 #include "models/model_backend.h"
@@ -89,8 +89,6 @@ class Engine {
   Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backend,
          const EngineOptions& options, EngineObserver* observer);
   absl::Status Validate(const EngineRequest& request) const;
-  // Blocks a sequence of `tokens` positions needs at most in one step.
-  int64_t PeakBlocks(int64_t tokens) const;
   void Loop();
   // One scheduling step on the engine thread, without the lock held.
   using CancelList = std::vector<std::pair<RequestId, CancelReason>>;
@@ -103,7 +101,6 @@ class Engine {
   // Gives back the slot and blocks of every planned victim and puts it back at the front of the
   // queue (oldest first), to be recomputed from its tokens.
   void Preempt(const std::vector<RequestId>& victims);
-  void ReleaseMemory(Sequence& seq);
   void PublishSnapshot();
   // Posts the step's events to the delivery thread once its metrics are recorded, so a client
   // that has its answer and then scrapes /metrics sees the step that produced it.
@@ -129,8 +126,7 @@ class Engine {
   // Owned by the scheduler thread.
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
-  std::vector<int64_t> free_slots_;
-  KvBlockPool kv_blocks_;
+  HybridMemory memory_;
   EventDelivery::Events outbox_;  // this step's events, posted to delivery_ at its end
   std::unique_ptr<EventDelivery> delivery_ = std::make_unique<EventDelivery>();
   std::thread thread_;

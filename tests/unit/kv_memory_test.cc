@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "engine/hybrid_memory.h"
 #include "engine/kv_block_pool.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler_policy.h"
@@ -64,6 +65,29 @@ TEST(BlockTableTest, WindowReleasesBlocksNoQueryCanSee) {
   EXPECT_EQ(table.live(), 1);
   EXPECT_EQ(pool.free(), 7);
   EXPECT_EQ(layout.BlocksFor(13), 3);  // the last query (12) saw 7..12: blocks 1 to 3
+}
+
+TEST(HybridMemoryTest, ASequenceHoldsASlotAndBlocksAndGivesAllBack) {
+  HybridMemory memory(2, Layout(4, 0), 5);
+  SequenceMemory a, b, c;
+  ASSERT_TRUE(memory.TakeSlot(a));
+  ASSERT_TRUE(memory.TakeSlot(b));
+  EXPECT_EQ(a.slot, 0);  // the lowest slot first
+  EXPECT_EQ(b.slot, 1);
+  EXPECT_FALSE(memory.TakeSlot(c));
+  ASSERT_TRUE(memory.Grow(a, 9));   // 3 blocks
+  EXPECT_FALSE(memory.Grow(b, 9));  // 2 left
+  EXPECT_EQ(b.blocks.size(), 0);
+  memory.Release(a);
+  EXPECT_EQ(a.slot, -1);
+  EXPECT_EQ(memory.slots().free(), 1);
+  EXPECT_EQ(memory.blocks().free(), 5);
+  EXPECT_EQ(memory.PeakBlocks(33, 8), 9);
+  HybridMemory windowed(1, Layout(4, 6), 100);
+  EXPECT_EQ(windowed.PeakBlocks(1000, 8), (6 + 8) / 4 + 2);  // the window and a step, not 250
+  HybridMemory none(1, KvLayout{}, 100);  // no attention layers: no blocks at all
+  EXPECT_EQ(none.blocks().total(), 0);
+  EXPECT_EQ(none.PeakBlocks(1000, 8), 0);
 }
 
 TEST(MemoryPlanTest, ClampsSlotsThenBlocksWithWarnings) {
