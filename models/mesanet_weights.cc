@@ -68,15 +68,7 @@ absl::StatusOr<MesaNetWeights> LoadMesaNetWeights(const Checkpoint& checkpoint,
   } else {
     RETURN_IF_ERROR(reader.Read("lm_head.weight", {v, c}, &weights.lm_head));
   }
-  const std::vector<std::string> unused = reader.Unused();
-  if (!unused.empty()) {
-    const size_t shown = std::min<size_t>(unused.size(), 5);
-    return absl::InvalidArgumentError(
-        absl::StrCat(checkpoint.dir().string(), ": ", unused.size(),
-                     " unexpected tensor(s) that this MesaNet config does not use: ",
-                     absl::StrJoin(unused.begin(), unused.begin() + shown, ", "),
-                     unused.size() > shown ? ", ..." : ""));
-  }
+  RETURN_IF_ERROR(reader.RefuseUnused());
   return weights;
 }
 

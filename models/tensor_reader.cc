@@ -58,11 +58,11 @@ absl::Status TensorReader::RefuseUnused() const {
   const std::vector<std::string> unused = Unused();
   if (unused.empty()) return absl::OkStatus();
   const size_t shown = std::min<size_t>(unused.size(), 5);
-  return absl::InvalidArgumentError(
-      absl::StrCat(checkpoint_.dir().string(), ": ", unused.size(),
-                   " tensors this model does not use (unsupported variant?): ",
-                   absl::StrJoin(unused.begin(), unused.begin() + shown, ", "),
-                   unused.size() > shown ? ", ..." : ""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      checkpoint_.dir().string(), ": ", unused.size(),
+      " unexpected tensor(s) that this config does not use (an unsupported variant?): ",
+      absl::StrJoin(unused.begin(), unused.begin() + shown, ", "),
+      unused.size() > shown ? ", ..." : ""));
 }
 
 }  // namespace ridge

@@ -447,21 +447,8 @@ TEST(HttpDrainTest, SigtermFinishesRunningStreamsThenExitsZero) {
 }
 
 #ifdef RIDGE_GRPC_CLIENT
-// A free loopback port (released again: the server binds it right after).
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 TEST(CrossTransportTest, SameSeedGivesTheSameTextOverHttpAndGrpc) {
-  const int grpc_port = FreeLoopbackPort();
+  const int grpc_port = testing::FreeLoopbackPort();
   auto server = StartServer({"--grpc-port", std::to_string(grpc_port)}, "cross_transport");
   ASSERT_NE(server, nullptr);
   auto client = Client(*server);

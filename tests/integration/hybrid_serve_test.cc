@@ -34,19 +34,6 @@ std::filesystem::path LogDir() {
   return dir;
 }
 
-// A free loopback port (released again: the server binds it right after).
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 double MetricValue(const std::string& text, const std::string& series) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
@@ -68,7 +55,7 @@ json Completion(int index, int prompt_tokens, int max_tokens) {
 class HybridServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    grpc_port_ = FreeLoopbackPort();
+    grpc_port_ = testing::FreeLoopbackPort();
     // 12 blocks of 8 tokens: 96 tokens for 4 slots.
     std::vector<std::string> args = {"--model",
                                      kModel.string(),
