@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model* model,
   RETURN_IF_ERROR(ValidateEngineOptions(options));
   const KvLayout& kv = model->decoder().kv_layout();
   const int64_t blocks =
-      options.cpu_kv_blocks > 0 ? options.cpu_kv_blocks : options.max_slots * kv.BlocksForAll(4096);
+      options.cpu_kv_blocks > 0 ? options.cpu_kv_blocks : options.max_slots * kv.BlocksFor(4096);
   auto backend = std::make_unique<CpuBackend>(&model->decoder(), options.max_slots, blocks);
   ModelBackend* raw = backend.get();
   std::unique_ptr<Engine> engine(new Engine(raw, std::move(backend), options, observer));
@@ -127,7 +127,7 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
                                                    options_.max_new_tokens));
   }
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
-  const int64_t peak = memory_.PeakBlocks(tokens, options_.prefill_token_budget);
+  const int64_t peak = memory_.layout().BlocksFor(tokens);
   if (peak > memory_.blocks().total()) {
     const int64_t total = memory_.blocks().total(), block_size = memory_.layout().block_size;
     return absl::OutOfRangeError(absl::StrCat(
@@ -371,8 +371,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         {.id = seq->id,
          .prompt_tokens_left = static_cast<int64_t>(seq->feed.size()) - seq->prompt_done,
          .position = seq->position,
-         .table_blocks = seq->memory.blocks.size(),
-         .live_blocks = seq->memory.blocks.live()});
+         .table_blocks = seq->memory.blocks.size()});
   }
   std::vector<WaitingRequestInfo> waiting_info;
   for (const auto& seq : waiting_) {
@@ -483,7 +482,6 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
         continue;
       }
       seq.position += static_cast<int64_t>(chunks[i].tokens.size());
-      memory_.Trim(seq.memory, seq.position);
       if (prefill) {
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) continue;

@@ -1,7 +1,5 @@
 #include "engine/hybrid_memory.h"
 
-#include <algorithm>
-
 #include "base/check.h"
 
 namespace ridge {
@@ -36,20 +34,10 @@ bool HybridMemory::Grow(SequenceMemory& memory, int64_t end) {
   return memory.blocks.Grow(layout_, end, blocks_);
 }
 
-void HybridMemory::Trim(SequenceMemory& memory, int64_t next_position) {
-  memory.blocks.Trim(layout_, next_position, blocks_);
-}
-
 void HybridMemory::Release(SequenceMemory& memory) {
   if (memory.slot >= 0) slots_.Release(memory.slot);
   memory.slot = -1;
   memory.blocks.Clear(blocks_);
-}
-
-int64_t HybridMemory::PeakBlocks(int64_t tokens, int64_t step_tokens) const {
-  const int64_t all = layout_.BlocksForAll(tokens);
-  if (layout_.empty() || layout_.shared_window == 0) return all;
-  return std::min(all, (layout_.shared_window + step_tokens) / layout_.block_size + 2);
 }
 
 }  // namespace ridge

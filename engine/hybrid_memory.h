@@ -44,14 +44,8 @@ class HybridMemory {
   bool TakeSlot(SequenceMemory& memory);
   // Blocks so positions < end are covered; false (nothing taken) when too few are free.
   bool Grow(SequenceMemory& memory, int64_t end);
-  // Releases the blocks no query at `next_position` or later can see (shared windows only).
-  void Trim(SequenceMemory& memory, int64_t next_position);
   // Gives back the slot and every block.
   void Release(SequenceMemory& memory);
-
-  // The most blocks a sequence of `tokens` positions holds at once, when steps add at most
-  // `step_tokens` positions (sliding windows keep the window before a step's first token).
-  int64_t PeakBlocks(int64_t tokens, int64_t step_tokens) const;
 
  private:
   KvLayout layout_;

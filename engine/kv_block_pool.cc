@@ -1,7 +1,5 @@
 #include "engine/kv_block_pool.h"
 
-#include <algorithm>
-
 #include "base/check.h"
 
 namespace ridge {
@@ -35,29 +33,12 @@ bool BlockTable::Grow(const KvLayout& layout, int64_t end, KvBlockPool& pool) {
   if (needed <= 0) return true;
   if (needed > pool.free()) return false;
   for (int64_t i = 0; i < needed; ++i) entries_.push_back(pool.Take());
-  live_ += needed;
   return true;
 }
 
-void BlockTable::Trim(const KvLayout& layout, int64_t next_position, KvBlockPool& pool) {
-  if (layout.empty() || layout.shared_window == 0) return;
-  const int64_t first_seen = next_position - layout.shared_window + 1;
-  if (first_seen <= 0) return;
-  const int64_t before = std::min<int64_t>(first_seen / layout.block_size, size());
-  for (; first_live_ < before; ++first_live_) {
-    pool.Release(entries_[first_live_]);
-    entries_[first_live_] = -1;
-    --live_;
-  }
-}
-
 void BlockTable::Clear(KvBlockPool& pool) {
-  for (int32_t block : entries_) {
-    if (block >= 0) pool.Release(block);
-  }
+  for (int32_t block : entries_) pool.Release(block);
   entries_.clear();
-  live_ = 0;
-  first_live_ = 0;
 }
 
 }  // namespace ridge

@@ -30,26 +30,19 @@ class KvBlockPool {
   std::vector<int32_t> free_;  // taken from the back
 };
 
-// One sequence's blocks: entry i holds positions [i * block_size, (i + 1) * block_size), -1 once
-// released because no layer can attend to it any more (sliding windows).
+// One sequence's blocks: entry i holds positions [i * block_size, (i + 1) * block_size).
 class BlockTable {
  public:
   std::span<const int32_t> entries() const { return entries_; }
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
-  int64_t live() const { return live_; }
 
   // Takes the blocks that positions < end need; false (and nothing taken) when the pool has too
   // few.
   bool Grow(const KvLayout& layout, int64_t end, KvBlockPool& pool);
-  // Releases the blocks no query at position >= next_position can see (only with a window every
-  // attention layer shares).
-  void Trim(const KvLayout& layout, int64_t next_position, KvBlockPool& pool);
   void Clear(KvBlockPool& pool);
 
  private:
   std::vector<int32_t> entries_;
-  int64_t live_ = 0;
-  int64_t first_live_ = 0;  // entries before it are released
 };
 
 }  // namespace ridge

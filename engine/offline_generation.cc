@@ -55,8 +55,8 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
     const Model& model, std::span<const GenerationRequest> requests, GenerationTimings* timings) {
   int64_t blocks = 0;
   for (const GenerationRequest& r : requests) {
-    blocks += model.decoder().kv_layout().BlocksForAll(static_cast<int64_t>(r.prompt.size()) +
-                                                       r.sampling.max_tokens);
+    blocks += model.decoder().kv_layout().BlocksFor(static_cast<int64_t>(r.prompt.size()) +
+                                                    r.sampling.max_tokens);
   }
   CpuBackend backend(&model.decoder(), std::max<int64_t>(1, static_cast<int64_t>(requests.size())),
                      blocks);
@@ -98,7 +98,7 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
   const KvLayout& kv = backend.kv_layout();
   int64_t blocks_needed = 0;
   for (const GenerationRequest& r : requests) {
-    blocks_needed += kv.BlocksForAll(static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens);
+    blocks_needed += kv.BlocksFor(static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens);
   }
   if (blocks_needed > backend.num_kv_blocks()) {
     return absl::OutOfRangeError(absl::StrCat(

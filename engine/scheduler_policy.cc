@@ -28,7 +28,7 @@ StepPlan PlanStep(std::span<const RunningSequenceInfo> running,
     const RunningSequenceInfo& victim = running[newest];
     preempted[newest] = true;
     plan.preempt.push_back(victim.id);
-    free_blocks += victim.live_blocks + reserved[newest];
+    free_blocks += victim.table_blocks + reserved[newest];
     if (std::erase(plan.decode, victim.id) > 0) --decoders;
   };
 

@@ -18,8 +18,7 @@ struct RunningSequenceInfo {
   RequestId id = 0;
   int64_t prompt_tokens_left = 0;  // 0: the prompt is done, the sequence decodes
   int64_t position = 0;            // tokens already in its memory
-  int64_t table_blocks = 0;        // entries of its block table (released ones included)
-  int64_t live_blocks = 0;         // blocks it holds (what preempting it frees)
+  int64_t table_blocks = 0;        // blocks it holds
 };
 
 struct WaitingRequestInfo {

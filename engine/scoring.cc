@@ -26,7 +26,7 @@ double Perplexity(std::span<const float> logits, std::span<const int32_t> ids, i
 absl::StatusOr<ScoreResult> ScoreSequence(const Model& model, std::span<const int32_t> ids,
                                           std::optional<int64_t> decode_from,
                                           const SolverOptions& solver) {
-  const int64_t blocks = model.decoder().kv_layout().BlocksForAll(static_cast<int64_t>(ids.size()));
+  const int64_t blocks = model.decoder().kv_layout().BlocksFor(static_cast<int64_t>(ids.size()));
   CpuBackend backend(&model.decoder(), 1, blocks);
   return ScoreSequence(backend, ids, decode_from, solver);
 }
@@ -49,7 +49,7 @@ absl::StatusOr<ScoreResult> ScoreSequence(ModelBackend& backend, std::span<const
   KvBlockPool pool(backend.num_kv_blocks());
   BlockTable table;
   if (!table.Grow(kv, total, pool)) {
-    return absl::OutOfRangeError(absl::StrCat(total, " tokens need ", kv.BlocksForAll(total),
+    return absl::OutOfRangeError(absl::StrCat(total, " tokens need ", kv.BlocksFor(total),
                                               " KV blocks; the ", std::string(backend.name()),
                                               " backend has ", backend.num_kv_blocks()));
   }

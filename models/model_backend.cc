@@ -123,15 +123,15 @@ absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) con
       }
     }
     for (int32_t block : chunk.kv_blocks) {
-      if (block < -1 || block >= num_kv_blocks()) {
+      if (block < 0 || block >= num_kv_blocks()) {
         return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": KV block ", block,
                                                        " is outside [0, ", num_kv_blocks(), ")"));
       }
-      if (block >= 0 && block_used[block]) {
+      if (block_used[block]) {
         return absl::InvalidArgumentError(
             absl::StrCat("sequence ", i, ": KV block ", block, " appears twice in one step"));
       }
-      if (block >= 0) block_used[block] = true;
+      block_used[block] = true;
     }
   }
   return absl::OkStatus();

@@ -106,7 +106,8 @@ int64_t RecurrentStateFloats(const MixerSpec& mixer) {
     const int64_t tails = (g->conv_size - 1) * (g->q_heads + g->k_heads + g->v_heads) * d;
     return 2 * g->expanded_heads() * d * d + tails;
   }
-  return 0;
+  const auto& a = std::get<AttentionSpec>(mixer);
+  return 2 * a.window * a.kv_heads * a.head_dim;  // the window's keys and values (0 without)
 }
 
 RecurrentLayout PlanRecurrentLayout(const ModelSpec& spec) {
@@ -119,34 +120,18 @@ RecurrentLayout PlanRecurrentLayout(const ModelSpec& spec) {
   return layout;
 }
 
-int64_t KvLayout::BlocksFor(int64_t tokens) const {
-  if (empty() || tokens <= 0) return 0;
-  const int64_t last_block = (tokens - 1) / block_size;
-  const int64_t first_position =
-      shared_window > 0 ? std::max<int64_t>(0, tokens - shared_window) : 0;
-  return last_block - first_position / block_size + 1;
-}
-
 KvLayout PlanKvLayout(const ModelSpec& spec, int64_t block_size) {
   KvLayout layout;
   layout.block_size = block_size;
-  bool any_full = false;
-  int64_t window = 0;
   for (const LayerSpec& layer : spec.layers) {
     const auto* a = std::get_if<AttentionSpec>(&layer.mixer);
-    if (a == nullptr) {
+    if (a == nullptr || a->window > 0) {
       layout.layer_offset.push_back(-1);
       continue;
     }
     layout.layer_offset.push_back(layout.floats_per_token * block_size);
     layout.floats_per_token += 2 * a->kv_heads * a->head_dim;
-    if (a->window > 0) {
-      window = std::max(window, a->window);
-    } else {
-      any_full = true;
-    }
   }
-  layout.shared_window = any_full ? 0 : window;
   return layout;
 }
 

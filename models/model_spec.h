@@ -107,8 +107,10 @@ int32_t DefaultSolverIterations(const ModelSpec& spec);
 // when it has none.
 const char* RecurrentLayerType(const ModelSpec& spec);
 
-// Where each recurrent layer's state lies in a sequence's state slot (fp32 floats), so no code
-// assumes that every layer is recurrent or that all layers are alike.
+// Where each layer's fixed-size memory lies in a sequence's state slot (fp32 floats), so no code
+// assumes that every layer is recurrent or that all layers are alike. Recurrent layers keep their
+// state there; sliding-window attention layers keep there the keys and values of their last
+// `window` positions (a ring: position p at p % window), which is all they ever read.
 struct RecurrentLayout {
   std::vector<int64_t> layer_offset;  // per layer; -1 for layers without recurrent state
   int64_t floats_per_slot = 0;
@@ -116,28 +118,23 @@ struct RecurrentLayout {
   int64_t bytes_per_slot() const { return floats_per_slot * 4; }
 };
 
-// Floats of recurrent state one layer needs (0 for attention).
+// Floats of fixed-size state one layer needs (0 for full attention).
 int64_t RecurrentStateFloats(const MixerSpec& mixer);
 RecurrentLayout PlanRecurrentLayout(const ModelSpec& spec);
 
-// Where each attention layer's keys and values lie in a KV block (fp32 floats): a block holds
-// `block_size` consecutive token positions of every attention layer of one sequence; a layer's
-// part is its keys [block_size, kv_heads * head_dim], then its values, alike.
+// Where each full-attention layer's keys and values lie in a KV block (fp32 floats): a block
+// holds `block_size` consecutive token positions of every full-attention layer of one sequence;
+// a layer's part is its keys [block_size, kv_heads * head_dim], then its values, alike.
+// (Sliding-window layers keep theirs in the state slot: RecurrentLayout.)
 struct KvLayout {
   int64_t block_size = 16;
   std::vector<int64_t> layer_offset;  // per layer, floats into a block; -1 for other layers
-  int64_t floats_per_token = 0;       // K and V of every attention layer
-  // The window every attention layer shares, or 0 when at least one layer attends fully: a
-  // sequence's blocks older than the window can be released only when no layer needs them.
-  int64_t shared_window = 0;
+  int64_t floats_per_token = 0;       // K and V of every full-attention layer
 
   bool empty() const { return floats_per_token == 0; }
   int64_t floats_per_block() const { return floats_per_token * block_size; }
-  // Blocks a sequence of `tokens` positions holds (with the window, at most those it needs).
-  int64_t BlocksFor(int64_t tokens) const;
-  // Blocks that hold all of `tokens` positions at once (a prompt is written whole before any
-  // of its blocks could leave the window).
-  int64_t BlocksForAll(int64_t tokens) const {
+  // Blocks that hold `tokens` positions.
+  int64_t BlocksFor(int64_t tokens) const {
     return empty() || tokens <= 0 ? 0 : (tokens + block_size - 1) / block_size;
   }
 };

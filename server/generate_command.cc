@@ -101,7 +101,7 @@ absl::Status Generate(int argc, char** argv) {
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
                    CreateBackendFromFlags(args, model.get(), /*num_slots=*/1,
-                                          model->decoder().kv_layout().BlocksForAll(tokens)));
+                                          model->decoder().kv_layout().BlocksFor(tokens)));
   GenerationTimings timings;
   ASSIGN_OR_RETURN(const auto results, GenerateOffline(*backend, {&request, 1}, &timings));
   const GenerationResult& result = results[0];

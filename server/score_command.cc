@@ -55,8 +55,7 @@ absl::Status Score(int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   ASSIGN_OR_RETURN(const SolverOptions solver, SolverOptionsFromFlags(args, model->spec()));
-  const int64_t blocks =
-      model->decoder().kv_layout().BlocksForAll(static_cast<int64_t>(ids.size()));
+  const int64_t blocks = model->decoder().kv_layout().BlocksFor(static_cast<int64_t>(ids.size()));
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
                    CreateBackendFromFlags(args, model.get(), /*num_slots=*/1, blocks));
   ASSIGN_OR_RETURN(const ScoreResult result, ScoreSequence(*backend, ids, decode_from, solver));

@@ -244,7 +244,7 @@ absl::Status Serve(int argc, char** argv) {
     Log(LogLevel::kInfo, "KV cache: ", blocks, " blocks of ", kv.block_size, " tokens (",
         blocks * kv.floats_per_block() * int64_t{sizeof(float)}, " bytes): ", tokens,
         " tokens in all, e.g. ", tokens / 1024, " sequences of 1K tokens, ", tokens / 8192,
-        " of 8K", kv.shared_window > 0 ? " (sliding windows keep only their window)" : "");
+        " of 8K (sliding-window layers keep their window in the state slot)");
   }
   PrometheusMetrics metrics(RecurrentLayerType(spec));
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,

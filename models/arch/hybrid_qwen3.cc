@@ -167,7 +167,8 @@ absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& 
       ASSIGN_OR_RETURN(w.o_proj, source.Matrix(attn + "o_proj.weight", c, a.q_heads * d));
       RETURN_IF_ERROR(source.Vector(attn + "q_norm.weight", {d}, &w.q_norm));
       RETURN_IF_ERROR(source.Vector(attn + "k_norm.weight", {d}, &w.k_norm));
-      out.mixer = std::make_unique<AttentionMixer>(a, c, std::move(w), kv.layer_offset[l]);
+      const int64_t offset = a.window > 0 ? recurrent.layer_offset[l] : kv.layer_offset[l];
+      out.mixer = std::make_unique<AttentionMixer>(a, c, std::move(w), offset);
     }
     weights.layers.push_back(std::move(out));
   }

@@ -18,8 +18,7 @@ namespace ridge {
 struct CpuSequence {
   float* state = nullptr;  // its recurrent state (RecurrentLayout); null without recurrent layers
   int64_t position = 0;    // tokens it consumed before this step
-  // Its KV block table: entry i holds positions [i * block_size, (i + 1) * block_size). Entries
-  // for positions no layer can attend to any more may be -1 (released).
+  // Its KV block table: entry i holds positions [i * block_size, (i + 1) * block_size).
   std::span<const int32_t> kv_blocks;
   std::span<const int32_t> tokens;
   SolverOptions solver;

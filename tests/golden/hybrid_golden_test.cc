@@ -10,6 +10,7 @@
 #include "engine/scoring.h"
 #include "models/arch/load_model.h"
 #include "models/checkpoint.h"
+#include "models/cpu_backend.h"
 #include "tests/support/logit_agreement.h"
 
 namespace ridge {
@@ -51,6 +52,40 @@ TEST_P(HybridGoldenTest, PrefillAndDecodeMatchTheReference) {
                 c.logits_file.c_str(), decode ? "decode" : "prefill", a.relative_rms, 100 * a.top1);
     EXPECT_LT(a.relative_rms, c.max_relative_rms) << (decode ? "decode" : "prefill");
     EXPECT_GE(a.top1, 0.99) << (decode ? "decode" : "prefill");
+  }
+}
+
+// Prompt pieces shorter and longer than the window (24 in gka_swa_mix, 20 in yarn_swa) and than
+// a KV block, as the engine's prefill budget cuts them: the sliding-window ring and the blocks
+// carry each piece's keys to the next.
+TEST(HybridChunkedPrefillTest, PiecesOfAnySizeGiveTheSameLogits) {
+  for (const std::string name : {"gka_swa_mix", "yarn_swa"}) {
+    const auto dir = kDataDir / name;
+    auto model = LoadModel(dir, LoadFormat::kCheckpoint, /*kv_block_size=*/8);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto golden = ReadJsonFile(dir / "golden.json");
+    ASSERT_TRUE(golden.ok());
+    const std::vector<int32_t> ids = (*golden)["ids"].get<std::vector<int32_t>>();
+    const int64_t total = static_cast<int64_t>(ids.size());
+    const KvLayout& kv = (*model)->decoder().kv_layout();
+    CpuBackend backend(&(*model)->decoder(), 1, kv.BlocksFor(total));
+    std::vector<int32_t> table;
+    for (int32_t b = 0; b < kv.BlocksFor(total); ++b) table.push_back(b);
+    std::vector<float> all, piece;
+    int64_t done = 0;
+    for (const int64_t size : {10, 30, 5, 40, 1, 1, 7}) {
+      SlotChunk chunk{0, std::span<const int32_t>(ids).subspan(done, size),
+                      SolverOptions{0.0f, DefaultSolverIterations((*model)->spec())}};
+      chunk.kv_blocks = table;
+      ASSERT_TRUE(backend.Forward({&chunk, 1}, LogitsFor::kAllTokens, &piece).ok());
+      all.insert(all.end(), piece.begin(), piece.end());
+      done += size;
+    }
+    const std::vector<float> want = ReadFloats(dir / "logits.f32");
+    const Agreement a =
+        Compare(all, std::span<const float>(want).first(all.size()), (*model)->spec().vocab_size);
+    EXPECT_LT(a.relative_rms, 5e-5) << name;
+    EXPECT_EQ(a.top1, 1.0) << name;
   }
 }
 

@@ -191,15 +191,23 @@ TEST(HybridConfigTest, MemoryLayoutsFollowThePattern) {
   auto spec = ParseHybridQwen3Config(BaseConfig());
   ASSERT_TRUE(spec.ok());
   const RecurrentLayout state = PlanRecurrentLayout(*spec);
-  // GKA layers 0 and 2: Hs and Ss [4, 16, 16] plus tails [3, (4 + 2 + 2) * 16].
+  // GKA layers 0 and 2: Hs and Ss [4, 16, 16] plus tails [3, (4 + 2 + 2) * 16]; the SWA layer 3:
+  // keys and values of its 24-position window, 2 kv heads x 16.
   const int64_t gka_floats = 2 * 4 * 16 * 16 + 3 * 8 * 16;
-  EXPECT_EQ(state.layer_offset, (std::vector<int64_t>{0, -1, gka_floats, -1}));
-  EXPECT_EQ(state.floats_per_slot, 2 * gka_floats);
+  EXPECT_EQ(state.layer_offset, (std::vector<int64_t>{0, -1, gka_floats, 2 * gka_floats}));
+  EXPECT_EQ(state.floats_per_slot, 2 * gka_floats + 2 * 24 * 2 * 16);
+  // Only the full-attention layer 1 has KV blocks.
   const KvLayout kv = PlanKvLayout(*spec, 16);
-  EXPECT_EQ(kv.floats_per_token, 2 * (2 * 2 * 16));
-  EXPECT_EQ(kv.layer_offset, (std::vector<int64_t>{-1, 0, -1, 2 * 2 * 16 * 16}));
-  EXPECT_EQ(kv.shared_window, 0);  // a full-attention layer keeps every block
+  EXPECT_EQ(kv.floats_per_token, 2 * 2 * 16);
+  EXPECT_EQ(kv.layer_offset, (std::vector<int64_t>{-1, 0, -1, -1}));
   EXPECT_EQ(kv.BlocksFor(33), 3);
+  // All sliding windows: no KV cache at all.
+  nlohmann::json json = BaseConfig();
+  json["hybrid_override_pattern"] = "GKA-SWA-GKA-SWA";
+  json.erase("layer_types");
+  auto windowed = ParseHybridQwen3Config(json);
+  ASSERT_TRUE(windowed.ok()) << windowed.status();
+  EXPECT_TRUE(PlanKvLayout(*windowed, 16).empty());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The KV cache's bookkeeping: the block pool, a sequence's block table (with a sliding window
-// releasing what left it), the memory planner, and the scheduler with blocks in tables of
+// The KV cache's bookkeeping: the block pool, a sequence's block table, slots and blocks
+// composed, the memory planner, and the scheduler with blocks in tables of
 // simulated steps.
 #include <gtest/gtest.h>
 
@@ -13,12 +13,11 @@
 namespace ridge {
 namespace {
 
-KvLayout Layout(int64_t block_size, int64_t window) {
+KvLayout Layout(int64_t block_size) {
   KvLayout layout;
   layout.block_size = block_size;
   layout.floats_per_token = 8;
   layout.layer_offset = {0};
-  layout.shared_window = window;
   return layout;
 }
 
@@ -39,7 +38,7 @@ TEST(KvBlockPoolTest, TakeRetainRelease) {
 TEST(BlockTableTest, GrowsByBlocksAndFailsWholeWhenShort) {
   KvBlockPool pool(4);
   BlockTable table;
-  const KvLayout layout = Layout(4, 0);
+  const KvLayout layout = Layout(4);
   EXPECT_TRUE(table.Grow(layout, 5, pool));  // positions 0-4: two blocks
   EXPECT_EQ(table.size(), 2);
   EXPECT_TRUE(table.Grow(layout, 8, pool));  // still two
@@ -51,24 +50,8 @@ TEST(BlockTableTest, GrowsByBlocksAndFailsWholeWhenShort) {
   EXPECT_EQ(pool.free(), 4);
 }
 
-TEST(BlockTableTest, WindowReleasesBlocksNoQueryCanSee) {
-  KvBlockPool pool(8);
-  BlockTable table;
-  const KvLayout layout = Layout(4, 6);  // a query at t sees (t - 6, t]
-  ASSERT_TRUE(table.Grow(layout, 12, pool));
-  table.Trim(layout, 9, pool);  // the next query (9) sees 4..9: block 0 goes
-  EXPECT_EQ(table.entries()[0], -1);
-  EXPECT_EQ(table.live(), 2);
-  table.Trim(layout, 12, pool);  // sees 7..12: block 1 (4..7) is still needed
-  EXPECT_EQ(table.live(), 2);
-  table.Trim(layout, 13, pool);  // sees 8..13
-  EXPECT_EQ(table.live(), 1);
-  EXPECT_EQ(pool.free(), 7);
-  EXPECT_EQ(layout.BlocksFor(13), 3);  // the last query (12) saw 7..12: blocks 1 to 3
-}
-
 TEST(HybridMemoryTest, ASequenceHoldsASlotAndBlocksAndGivesAllBack) {
-  HybridMemory memory(2, Layout(4, 0), 5);
+  HybridMemory memory(2, Layout(4), 5);
   SequenceMemory a, b, c;
   ASSERT_TRUE(memory.TakeSlot(a));
   ASSERT_TRUE(memory.TakeSlot(b));
@@ -82,12 +65,10 @@ TEST(HybridMemoryTest, ASequenceHoldsASlotAndBlocksAndGivesAllBack) {
   EXPECT_EQ(a.slot, -1);
   EXPECT_EQ(memory.slots().free(), 1);
   EXPECT_EQ(memory.blocks().free(), 5);
-  EXPECT_EQ(memory.PeakBlocks(33, 8), 9);
-  HybridMemory windowed(1, Layout(4, 6), 100);
-  EXPECT_EQ(windowed.PeakBlocks(1000, 8), (6 + 8) / 4 + 2);  // the window and a step, not 250
-  HybridMemory none(1, KvLayout{}, 100);  // no attention layers: no blocks at all
+  EXPECT_EQ(memory.layout().BlocksFor(33), 9);
+  HybridMemory none(1, KvLayout{}, 100);  // no full-attention layers: no blocks at all
   EXPECT_EQ(none.blocks().total(), 0);
-  EXPECT_EQ(none.PeakBlocks(1000, 8), 0);
+  EXPECT_EQ(none.layout().BlocksFor(1000), 0);
 }
 
 TEST(MemoryPlanTest, ClampsSlotsThenBlocksWithWarnings) {
@@ -152,7 +133,7 @@ void Simulate(const std::vector<Arrival>& arrivals, int64_t slots, int64_t block
     std::vector<RunningSequenceInfo> r;
     for (RequestId id : running) {
       const State& s = state[id];
-      r.push_back({id, s.feed - s.prefilled, s.position, s.table, s.table});
+      r.push_back({id, s.feed - s.prefilled, s.position, s.table});
     }
     std::vector<WaitingRequestInfo> w;
     for (RequestId id : waiting) {
@@ -257,8 +238,8 @@ TEST(SchedulerBlocksTest, AnOlderPromptWithoutBlocksPreemptsANewerDecoder) {
   // A (older) has 4 prompt tokens left and no room; B (newer) decodes within its block. B's
   // token is planned first, then A's piece needs B's block: B is preempted, A goes on.
   const std::vector<RunningSequenceInfo> running = {
-      {.id = 1, .prompt_tokens_left = 4, .position = 4, .table_blocks = 1, .live_blocks = 1},
-      {.id = 2, .prompt_tokens_left = 0, .position = 2, .table_blocks = 1, .live_blocks = 1}};
+      {.id = 1, .prompt_tokens_left = 4, .position = 4, .table_blocks = 1},
+      {.id = 2, .prompt_tokens_left = 0, .position = 2, .table_blocks = 1}};
   const std::vector<WaitingRequestInfo> waiting = {{3, 1}};
   const StepPlan plan =
       PlanStep(running, waiting, {.free_slots = 1, .free_blocks = 0, .prefill_tokens = 16},

@@ -48,8 +48,7 @@ absl::Status Bench(int argc, char** argv) {
               spec.architecture.c_str(), spec.LayerPattern().c_str(),
               static_cast<long long>(spec.ParameterCount()), static_cast<long long>(threads));
   std::printf("memory per sequence: state %lld bytes + KV %lld bytes/token (fp32%s): ",
-              static_cast<long long>(state_bytes), static_cast<long long>(kv_token_bytes),
-              kv.shared_window > 0 ? ", sliding windows" : "");
+              static_cast<long long>(state_bytes), static_cast<long long>(kv_token_bytes), "");
   for (const int64_t context : {1024, 8192}) {
     const int64_t kv_bytes = kv.BlocksFor(context) * kv.floats_per_block() * int64_t{4};
     std::printf("%lldK %.2f MiB%s", static_cast<long long>(context / 1024),
@@ -95,7 +94,7 @@ absl::Status Bench(int argc, char** argv) {
     load.prompt_id_limit = static_cast<int32_t>(spec.vocab_size);
     for (int64_t c : clients) {
       load.concurrency = c;
-      CpuBackend backend(&model->decoder(), c, c * kv.BlocksForAll(prompt + new_tokens));
+      CpuBackend backend(&model->decoder(), c, c * kv.BlocksFor(prompt + new_tokens));
       RETURN_IF_ERROR(ReportEngineLoad(&backend, load));
     }
   }
