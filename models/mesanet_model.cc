@@ -28,8 +28,9 @@ absl::StatusOr<MesaNetConfig> FolderConfig(const std::filesystem::path& dir,
 absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Load(const std::filesystem::path& dir) {
   ASSIGN_OR_RETURN(auto checkpoint, Checkpoint::Open(dir));
   ASSIGN_OR_RETURN(const MesaNetConfig config, FolderConfig(dir, checkpoint->config()));
-  ASSIGN_OR_RETURN(MesaNetWeights weights, LoadMesaNetWeights(*checkpoint, config));
-  return std::make_unique<MesaNetModel>(config, std::move(weights));
+  ASSIGN_OR_RETURN(MesaNetView view, LoadMesaNetView(*checkpoint, config));
+  return std::unique_ptr<MesaNetModel>(
+      new MesaNetModel(config, std::move(checkpoint), std::move(view)));
 }
 
 absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Random(const std::filesystem::path& dir,
@@ -39,37 +40,42 @@ absl::StatusOr<std::unique_ptr<MesaNetModel>> MesaNetModel::Random(const std::fi
   return std::make_unique<MesaNetModel>(config, RandomMesaNetWeights(config, seed));
 }
 
-namespace {
+MesaNetModel::MesaNetModel(MesaNetConfig config, MesaNetWeights weights)
+    : config_(config), host_(std::move(weights)) {
+  RIDGE_CHECK(static_cast<int64_t>(host_.layers.size()) == config_.num_hidden_layers);
+  view_ = ViewOf(host_, config_);
+  BuildDecoder();
+}
 
-DecoderWeights MesaDecoderWeights(const MesaNetConfig& config, const MesaNetWeights& w) {
-  const int64_t c = config.hidden_size, v = config.vocab_size, inter = config.intermediate_size;
-  const ModelSpec spec = ToModelSpec(config);
+MesaNetModel::MesaNetModel(MesaNetConfig config, std::unique_ptr<Checkpoint> checkpoint,
+                           MesaNetView view)
+    : config_(config), checkpoint_(std::move(checkpoint)), view_(std::move(view)) {
+  BuildDecoder();
+}
+
+void MesaNetModel::BuildDecoder() {
+  const ModelSpec spec = ToModelSpec(config_);
   const RecurrentLayout layout = PlanRecurrentLayout(spec);
-  DecoderWeights out;
-  out.embedding = WeightMatrix::Fp32(w.embeddings.data(), v, c);
-  out.head = WeightMatrix::Fp32(w.output_matrix().data(), v, c);
-  out.final_norm = w.final_norm;
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const MesaLayerWeights& layer = w.layers[l];
+  DecoderWeights weights;
+  weights.embedding = view_.embeddings;
+  weights.head = view_.output;
+  weights.final_norm = view_.final_norm;
+  for (size_t l = 0; l < view_.layers.size(); ++l) {
+    const MesaLayerView& layer = view_.layers[l];
     DecoderLayerWeights d;
     d.input_norm = layer.attn_norm;
     d.post_norm = layer.mlp_norm;
-    d.mixer = std::make_unique<MesaMixer>(std::get<MesaSpec>(spec.layers[l].mixer), c, &layer,
-                                          layout.layer_offset[l]);
-    d.gate_up = {WeightMatrix::Fp32(layer.gate_up_proj.data(), 2 * inter, c)};
-    d.down = WeightMatrix::Fp32(layer.down_proj.data(), c, inter);
-    out.layers.push_back(std::move(d));
+    d.mixer = std::make_unique<MesaMixer>(std::get<MesaSpec>(spec.layers[l].mixer),
+                                          config_.hidden_size, &layer, layout.layer_offset[l]);
+    d.gate_up = layer.gate_up;
+    d.down = layer.down_proj;
+    weights.layers.push_back(std::move(d));
   }
-  return out;
+  decoder_ = std::make_unique<CpuDecoder>(spec, std::move(weights), /*kv_block_size=*/16);
 }
 
-}  // namespace
-
-MesaNetModel::MesaNetModel(MesaNetConfig config, MesaNetWeights weights)
-    : config_(config), weights_(std::move(weights)) {
-  RIDGE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);
-  decoder_ = std::make_unique<CpuDecoder>(
-      ToModelSpec(config_), MesaDecoderWeights(config_, weights_), /*kv_block_size=*/16);
+MesaNetWeights MesaNetModel::HostWeights() const {
+  return checkpoint_ != nullptr ? WidenToHost(view_) : host_;
 }
 
 absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, LogitsFor which,

@@ -1,6 +1,7 @@
-// A MesaNet checkpoint: its config, its weights in fp32 on the host (the CUDA backend uploads
-// them) and the CPU decoder runner over them with a MesaMixer per layer (spec:
-// shared/specs/mesanet.md, section 2). Forward runs MesaState values through that runner.
+// A MesaNet model: its config and the CPU decoder runner with a MesaMixer per layer (spec:
+// shared/specs/mesanet.md, section 2) over its weights, which stay where the checkpoint is mapped
+// (in its own dtype) or are the host fp32 weights it was built from. Forward runs MesaState
+// values through that runner.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/solver_types.h"
+#include "models/checkpoint.h"
 #include "models/cpu/decoder.h"
 #include "models/mesanet_config.h"
 #include "models/mesanet_state.h"
@@ -34,12 +36,15 @@ class MesaNetModel : public Model {
   // for measuring a configuration without its checkpoint.
   static absl::StatusOr<std::unique_ptr<MesaNetModel>> Random(const std::filesystem::path& dir,
                                                               uint64_t seed);
+  // A model over host fp32 weights (random ones, tests).
   MesaNetModel(MesaNetConfig config, MesaNetWeights weights);
   MesaNetModel(const MesaNetModel&) = delete;  // the runner points into the weights
   MesaNetModel& operator=(const MesaNetModel&) = delete;
 
   const MesaNetConfig& config() const { return config_; }
-  const MesaNetWeights& weights() const { return weights_; }
+  // fp32 host weights with fused projections, for the CUDA backend to upload: widened from the
+  // checkpoint at each call, or a copy of the ones the model was built from.
+  MesaNetWeights HostWeights() const;
   const CpuDecoder& decoder() const override { return *decoder_; }
   const MesaNetModel* mesanet() const override { return this; }
   MesaState NewState() const { return MesaState(config_); }
@@ -51,8 +56,13 @@ class MesaNetModel : public Model {
                        std::vector<float>* logits) const;
 
  private:
+  MesaNetModel(MesaNetConfig config, std::unique_ptr<Checkpoint> checkpoint, MesaNetView view);
+  void BuildDecoder();
+
   MesaNetConfig config_;
-  MesaNetWeights weights_;
+  std::unique_ptr<Checkpoint> checkpoint_;  // when loaded: mapped, the view points into it
+  MesaNetWeights host_;                     // otherwise: the view points into these
+  MesaNetView view_;
   std::unique_ptr<CpuDecoder> decoder_;
 };
 

@@ -1,11 +1,14 @@
-// MesaNet parameters in float32 for the CPU backend, with the projections that read the same
-// input fused into one matrix each so a layer runs three matrix products, not eight.
+// MesaNet parameters, two ways: as the CPU runner reads them (MesaNetView: the matrices where
+// they lie, the mapped checkpoint in its own dtype or host fp32 weights; the small vectors in
+// fp32), and as fp32 host arrays with the projections that read the same input fused into one
+// matrix each (MesaNetWeights: what the CUDA backend uploads, and random weights).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/weight_gemm.h"
 #include "models/checkpoint.h"
 #include "models/mesanet_config.h"
 
@@ -34,8 +37,31 @@ struct MesaNetWeights {
   const std::vector<float>& output_matrix() const { return lm_head.empty() ? embeddings : lm_head; }
 };
 
+struct MesaLayerView {
+  std::vector<float> attn_norm, a_bias, b_bias, lambda, q_conv, k_conv, o_norm, mlp_norm;
+  // Rows q, k, v, (g), a, b in this order: one fused matrix, or one per projection.
+  std::vector<WeightMatrix> in_proj;
+  WeightMatrix o_proj;                // [C, K]
+  std::vector<WeightMatrix> gate_up;  // gate rows, then up rows
+  WeightMatrix down_proj;             // [C, I]
+};
+
+struct MesaNetView {
+  WeightMatrix embeddings, output;  // [V, C]; output is the embeddings when tied
+  std::vector<float> final_norm;
+  std::vector<MesaLayerView> layers;
+};
+
 // Every expected tensor must be present with its exact shape; anything else is an error
-// naming the tensor, except an lm_head.weight beside tied embeddings (ignored).
+// naming the tensor, except an lm_head.weight beside tied embeddings (ignored). The view points
+// into `checkpoint`, which must outlive it.
+absl::StatusOr<MesaNetView> LoadMesaNetView(const Checkpoint& checkpoint,
+                                            const MesaNetConfig& config);
+// A view of host weights, which must outlive it.
+MesaNetView ViewOf(const MesaNetWeights& weights, const MesaNetConfig& config);
+// fp32 host weights widened from a view (the CUDA backend uploads these).
+MesaNetWeights WidenToHost(const MesaNetView& view);
+// LoadMesaNetView, widened.
 absl::StatusOr<MesaNetWeights> LoadMesaNetWeights(const Checkpoint& checkpoint,
                                                   const MesaNetConfig& config);
 

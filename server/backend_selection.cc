@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
                      " models yet (MesaNet only); use --device cpu"));
     if (const MesaNetModel* mesa = model->mesanet(); mesa != nullptr) {
       backend =
-          CudaBackend::Create(mesa->config(), mesa->weights(),
+          CudaBackend::Create(mesa->config(), mesa->HostWeights(),
                               {.device = static_cast<int>(cuda_device), .num_slots = num_slots});
     }
     const absl::StatusCode code = backend.status().code();

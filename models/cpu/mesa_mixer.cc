@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
-#include "kernels/gemm.h"
 #include "kernels/mesa_step.h"
+#include "kernels/weight_gemm.h"
 
 namespace ridge {
 namespace {
@@ -22,7 +22,7 @@ struct MesaMixer::Activations {
   std::vector<float> out;   // [rows, K]
 };
 
-MesaMixer::MesaMixer(const MesaSpec& spec, int64_t hidden_size, const MesaLayerWeights* weights,
+MesaMixer::MesaMixer(const MesaSpec& spec, int64_t hidden_size, const MesaLayerView* weights,
                      int64_t state_offset)
     : spec_(spec), hidden_size_(hidden_size), w_(weights), state_offset_(state_offset) {}
 
@@ -30,9 +30,13 @@ void MesaMixer::Forward(const MixerBatch& batch, const float* normed, float* hid
   const int64_t rows = batch.rows, c = hidden_size_;
   const int64_t h = spec_.heads, d = spec_.head_dim, k = h * d;
   Activations a;
-  a.p = static_cast<int64_t>(w_->in_proj.size()) / c;
+  for (const WeightMatrix& part : w_->in_proj) a.p += part.rows;
   a.proj.resize(rows * a.p);
-  MatMulTransposed(normed, rows, c, w_->in_proj.data(), a.p, a.proj.data(), false);
+  int64_t column = 0;
+  for (const WeightMatrix& part : w_->in_proj) {
+    MatMulWeights(normed, rows, part, a.proj.data() + column, a.p, false);
+    column += part.rows;
+  }
 
   ShortConvolution(batch, a);
   Recurrence(batch, a);
@@ -47,7 +51,7 @@ void MesaMixer::Forward(const MixerBatch& batch, const float* normed, float* hid
       for (int64_t i = 0; i < k; ++i) o[i] *= Silu(g[i]);
     }
   }
-  MatMulTransposed(a.out.data(), rows, k, w_->o_proj.data(), c, hidden, true);
+  MatMulWeights(a.out.data(), rows, w_->o_proj, hidden, c, true);
 }
 
 // Causal depthwise convolution over the raw q/k projections, continuing each sequence from the

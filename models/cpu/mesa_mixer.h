@@ -1,6 +1,6 @@
-// MesaNet's token mixer on the CPU (shared/specs/mesanet.md, section 2): the fused q/k/v/g/a/b
-// projection, the short convolutions, per head the decayed Gram updates with the CG solve, the
-// output norm and gate, and o_proj.
+// MesaNet's token mixer on the CPU (shared/specs/mesanet.md, section 2): the q/k/v/(g)/a/b
+// projections into one buffer, the short convolutions, per head the decayed Gram updates with the
+// CG solve, the output norm and gate, and o_proj.
 #pragma once
 
 #include "models/cpu/mixer.h"
@@ -12,7 +12,7 @@ class MesaMixer : public CpuMixer {
  public:
   // `weights` must outlive the mixer. state_offset: this layer's floats in a state slot, laid
   // out as Hs [H, D, D], Gs [H, D, D], q tail [W-1, K], k tail [W-1, K].
-  MesaMixer(const MesaSpec& spec, int64_t hidden_size, const MesaLayerWeights* weights,
+  MesaMixer(const MesaSpec& spec, int64_t hidden_size, const MesaLayerView* weights,
             int64_t state_offset);
   void Forward(const MixerBatch& batch, const float* normed, float* hidden) const override;
 
@@ -23,7 +23,7 @@ class MesaMixer : public CpuMixer {
 
   MesaSpec spec_;
   int64_t hidden_size_;
-  const MesaLayerWeights* w_;
+  const MesaLayerView* w_;
   int64_t state_offset_;
 };
 
