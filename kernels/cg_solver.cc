@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "base/multiversion.h"
+
 namespace ridge {
 namespace {
 
@@ -21,9 +23,10 @@ inline void ApplySystem(const float* hs, const float* lambda, const float* v, in
 }  // namespace
 
 // Built for AVX2 as well as baseline x86-64; the loader picks the clone the CPU supports.
-__attribute__((target_clones("avx2", "default"))) SolveResult ConjugateGradientSolve(
-    const float* hs, const float* lambda, const float* b, int d, const SolverOptions& options,
-    CgStart start, float* x, float* scratch) {
+RIDGE_AVX2_CLONES SolveResult ConjugateGradientSolve(const float* hs, const float* lambda,
+                                                     const float* b, int d,
+                                                     const SolverOptions& options, CgStart start,
+                                                     float* x, float* scratch) {
   float* r = scratch;
   float* p = scratch + d;
   float* ap = scratch + 2 * d;

@@ -1,11 +1,13 @@
 #include "kernels/mesa_step.h"
 
+#include "base/multiversion.h"
+
 namespace ridge {
 
 // Built for AVX2 as well as baseline x86-64; the loader picks the clone the CPU supports.
-__attribute__((target_clones("avx2", "default"))) SolveResult MesaHeadStep(
-    const MesaHeadInputs& in, int d, const SolverOptions& options, CgStart start, float* hs,
-    float* gs, float* out, float* scratch) {
+RIDGE_AVX2_CLONES SolveResult MesaHeadStep(const MesaHeadInputs& in, int d,
+                                           const SolverOptions& options, CgStart start, float* hs,
+                                           float* gs, float* out, float* scratch) {
   for (int i = 0; i < d; ++i) {
     const float bk = in.beta * in.k[i];
     float* hs_row = hs + static_cast<size_t>(i) * d;
