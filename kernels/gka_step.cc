@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/multiversion.h"
 #include "kernels/chebyshev_solver.h"
 
 namespace ridge {
@@ -13,8 +14,10 @@ constexpr float kSmallestFrobenius = 1e-30f;
 
 }  // namespace
 
-std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in, int d, const SolverOptions& options,
-                                       float* hs, float* ss, float* out, float* scratch) {
+// Built for AVX2 as well as baseline x86-64; the loader picks the clone the CPU supports.
+RIDGE_AVX2_CLONES std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in, int d,
+                                                         const SolverOptions& options, float* hs,
+                                                         float* ss, float* out, float* scratch) {
   float* key = scratch;              // k~ = beta k
   float* value = scratch + d;        // v~ = beta v
   float* readout = scratch + 2 * d;  // q~
@@ -27,11 +30,20 @@ std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in, int d, const Sol
   for (int i = 0; i < d; ++i) {
     float* h_row = hs + static_cast<long>(i) * d;
     float* s_row = ss + static_cast<long>(i) * d;
+    float row2 = 0.0f;  // one row's squares in float (vectorised), rows summed in double
     for (int j = 0; j < d; ++j) {
       h_row[j] = decay * h_row[j] + key[i] * key[j];
       s_row[j] = decay * s_row[j] + key[i] * value[j];
-      frobenius2 += double(h_row[j]) * h_row[j];
     }
+    float part[8] = {};
+    int j = 0;
+    for (; j + 8 <= d; j += 8) {
+      for (int lane = 0; lane < 8; ++lane) part[lane] += h_row[j + lane] * h_row[j + lane];
+    }
+    for (; j < d; ++j) row2 += h_row[j] * h_row[j];
+    row2 +=
+        ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    frobenius2 += row2;
   }
   std::optional<SolveResult> result;
   const float frobenius = static_cast<float>(std::sqrt(frobenius2));
