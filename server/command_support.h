@@ -22,7 +22,8 @@ inline constexpr char kLoadFormatHelp[] =
     "                    random weights in the shape of --model's config.json alone (seed 0),\n"
     "                    to measure a configuration without its checkpoint, as vLLM's dummy\n"
     "                    load format does\n"
-    "  --block-size N    tokens per KV-cache block of attention layers (default 16, 1 to 1024)\n";
+    "  --block-size N    tokens per KV-cache block of full-attention layers (default 16, 1 to\n"
+    "                    1024)\n";
 
 // Applies --threads and --log-level, loads --model (--load-format) and logs what was loaded.
 absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const CliArgs& args);
@@ -34,8 +35,8 @@ absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args, const 
 // M or G suffix) in blocks of `block_bytes`; 0 when neither is given (the planner's default).
 absl::StatusOr<int64_t> KvBlocksFromFlags(const CliArgs& args, int64_t block_bytes);
 inline constexpr char kKvCacheHelp[] =
-    "  --kv-cache-memory SIZE  memory for the KV cache of attention layers, in bytes or with a\n"
-    "                          K, M or G suffix (default: room for 4096 tokens per slot within\n"
+    "  --kv-cache-memory SIZE  memory for the KV cache of full-attention layers, in bytes or with\n"
+    "                          a K, M or G suffix (default: room for 8192 tokens per slot within\n"
     "                          half of the available memory); clamped with a warning\n"
     "  --kv-blocks N           the same as a count of --block-size token blocks\n";
 
