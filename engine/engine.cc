@@ -127,6 +127,13 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
                                                    options_.max_new_tokens));
   }
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
+  const int64_t context = backend_->spec().max_position_embeddings;  // 0: positions unbounded
+  if (context > 0 && tokens > context) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "max_tokens: the prompt (", request.prompt.size(), " tokens) plus max_tokens (",
+        request.sampling.max_tokens, ") is more than the model's context of ", context,
+        " tokens (max_position_embeddings)"));
+  }
   const int64_t peak = memory_.layout().BlocksFor(tokens);
   if (peak > memory_.blocks().total()) {
     const int64_t total = memory_.blocks().total(), block_size = memory_.layout().block_size;

@@ -67,7 +67,8 @@ class Engine {
   ~Engine();  // cancels everything still running and joins the thread
 
   // Validates and queues a request. Errors: kInvalidArgument (bad field, named),
-  // kOutOfRange (prompt too long, or prompt plus max_tokens more than the whole KV cache holds),
+  // kOutOfRange (prompt too long, or prompt plus max_tokens more than the model's context or
+  // than the whole KV cache holds),
   // kResourceExhausted (queue full), kUnavailable (draining).
   absl::StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestSink> sink);
   // The request finishes within one step: kCancelled, or kStop for kStopString. Unknown or

@@ -88,6 +88,14 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
                                                        ")"));
       }
     }
+    const int64_t tokens =
+        static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
+    if (spec.max_position_embeddings > 0 && tokens > spec.max_position_embeddings) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "request ", i, ": the prompt (", request.prompt.size(), " tokens) plus max_tokens (",
+          request.sampling.max_tokens, ") is more than the model's context of ",
+          spec.max_position_embeddings, " tokens (max_position_embeddings)"));
+    }
     auto sampler = Sampler::Create(request.sampling, vocab);
     if (!sampler.ok()) {
       return absl::InvalidArgumentError(

@@ -108,6 +108,14 @@ TEST_F(HybridEngineTest, ARequestThatCouldNeverFitIsRefused) {
       << refused.status().message();
   EXPECT_TRUE(engine->Submit(Request(0, 20, 12), sink).ok());  // 32 tokens fit
   EXPECT_TRUE(sink->Wait().status.ok());
+  // Nor one past the model's positions (max_position_embeddings 4096), however large the cache.
+  auto big = Start({.max_slots = 1, .cpu_kv_blocks = 1024});
+  const auto too_long = big->Submit(Request(0, 20, 4077), std::make_shared<CollectingSink>());
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("the model's context of 4096 tokens"),
+            std::string::npos)
+      << too_long.status().message();
+  EXPECT_TRUE(big->Submit(Request(0, 20, 4076), std::make_shared<CollectingSink>()).ok());
 }
 
 TEST_F(HybridEngineTest, CancellationAndDeadlinesGiveBlocksBack) {
