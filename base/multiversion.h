@@ -3,7 +3,16 @@
 // ifunc resolver runs before the sanitizer's runtime is up and crashes the program.
 #pragma once
 
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RIDGE_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define RIDGE_THREAD_SANITIZER 1
+#endif
+
+#if defined(__x86_64__) && !defined(RIDGE_THREAD_SANITIZER)
 #define RIDGE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RIDGE_AVX2_CLONES

@@ -152,7 +152,19 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
   return absl::OkStatus();
 }
 
+void Engine::FitDefaultMaxTokens(EngineRequest& request) const {
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
+  int64_t room = request.sampling.max_tokens;
+  const int64_t context = backend_->spec().max_position_embeddings;
+  if (context > 0) room = std::min(room, context - prompt);
+  const KvLayout& kv = memory_.layout();
+  if (!kv.empty()) room = std::min(room, memory_.blocks().total() * kv.block_size - prompt);
+  // Below one token the request cannot run at all: Validate refuses it with the limits named.
+  if (room >= 1) request.sampling.max_tokens = static_cast<int32_t>(room);
+}
+
 absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<RequestSink> sink) {
+  if (request.max_tokens_defaulted) FitDefaultMaxTokens(request);
   RIDGE_CHECK(sink != nullptr);
   absl::Status status = Validate(request);
   absl::StatusOr<Sampler> sampler = absl::UnknownError("unset");

@@ -90,6 +90,8 @@ class Engine {
   Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backend,
          const EngineOptions& options, EngineObserver* observer);
   absl::Status Validate(const EngineRequest& request) const;
+  // A defaulted max_tokens lowered to what the context and the KV cache hold beside the prompt.
+  void FitDefaultMaxTokens(EngineRequest& request) const;
   void Loop();
   // One scheduling step on the engine thread, without the lock held.
   using CancelList = std::vector<std::pair<RequestId, CancelReason>>;

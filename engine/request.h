@@ -25,6 +25,10 @@ struct EngineRequest {
   int32_t top_logprobs = 0;             // 0: none; else the n most likely tokens per step (<= 20)
   bool logprobs = false;                // report the sampled token's logprob
   std::optional<SteadyTime> deadline;   // cancelled with kDeadlineExceeded when passed
+  // The client named no max_tokens (sampling.max_tokens is a default): Submit lowers it to what
+  // the model's context and the KV cache can hold beside the prompt, as vLLM does, instead of
+  // refusing the request.
+  bool max_tokens_defaulted = false;
 };
 
 enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };

@@ -30,17 +30,21 @@ RIDGE_AVX2_CLONES std::optional<SolveResult> GkaHeadStep(const GkaHeadInputs& in
   for (int i = 0; i < d; ++i) {
     float* h_row = hs + static_cast<long>(i) * d;
     float* s_row = ss + static_cast<long>(i) * d;
-    float row2 = 0.0f;  // one row's squares in float (vectorised), rows summed in double
+    // Squares in double (still vectorised, 4 wide): in float, entries below 1e-19 would square to
+    // zero and a small Hs would read as zero.
+    double row2 = 0.0;
     for (int j = 0; j < d; ++j) {
       h_row[j] = decay * h_row[j] + key[i] * key[j];
       s_row[j] = decay * s_row[j] + key[i] * value[j];
     }
-    float part[8] = {};
+    double part[8] = {};
     int j = 0;
     for (; j + 8 <= d; j += 8) {
-      for (int lane = 0; lane < 8; ++lane) part[lane] += h_row[j + lane] * h_row[j + lane];
+      for (int lane = 0; lane < 8; ++lane) {
+        part[lane] += double(h_row[j + lane]) * h_row[j + lane];
+      }
     }
-    for (; j < d; ++j) row2 += h_row[j] * h_row[j];
+    for (; j < d; ++j) row2 += double(h_row[j]) * h_row[j];
     row2 +=
         ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
     frobenius2 += row2;

@@ -21,9 +21,10 @@ namespace {
 
 // The CPU backend's pools are allocated up front in host memory: at most as many states and
 // blocks as fit in half of the memory available now (at least one of each), with a warning,
-// instead of failing later.
-std::unique_ptr<ModelBackend> CpuBackendThatFits(const Model* model, int64_t num_slots,
-                                                 int64_t num_kv_blocks) {
+// instead of failing later; an error when not even one sequence's state fits.
+absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* model,
+                                                                 int64_t num_slots,
+                                                                 int64_t num_kv_blocks) {
   const CpuDecoder& decoder = model->decoder();
   const KvLayout& kv = decoder.kv_layout();
   MemoryRequest request{
@@ -38,11 +39,18 @@ std::unique_ptr<ModelBackend> CpuBackendThatFits(const Model* model, int64_t num
   if (pages > 0 && page_size > 0) {  // else unknown: no clamp
     request.budget_bytes = static_cast<int64_t>(pages) * page_size / 2;
   }
+  if (request.state_bytes_per_slot + request.kv_bytes_per_block > request.budget_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "one sequence's state (", request.state_bytes_per_slot, " bytes) and one KV block (",
+        request.kv_bytes_per_block, " bytes) do not fit in half of the available host memory (",
+        request.budget_bytes, " bytes)"));
+  }
   const MemoryPlan plan = PlanMemory(request);
   for (const std::string& warning : plan.warnings) {
     Log(LogLevel::kWarning, warning, " (half of the available host memory)");
   }
-  return std::make_unique<CpuBackend>(&decoder, plan.slots, plan.kv_blocks);
+  return std::unique_ptr<ModelBackend>(
+      std::make_unique<CpuBackend>(&decoder, plan.slots, plan.kv_blocks));
 }
 
 }  // namespace

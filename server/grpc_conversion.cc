@@ -140,6 +140,7 @@ absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(const v1::GenerateReq
   ParsedGenerateRequest parsed;
   ASSIGN_OR_RETURN(parsed.engine.prompt, ParsePrompt(request, model));
   ASSIGN_OR_RETURN(parsed.engine.sampling, ParseSampling(request.sampling(), model));
+  parsed.engine.max_tokens_defaulted = !request.sampling().has_max_tokens();
   ASSIGN_OR_RETURN(parsed.stop, ParseStop(request.sampling(), model));
   ASSIGN_OR_RETURN(parsed.engine.solver, ParseSolver(request, model));
   const int32_t top = request.sampling().top_logprobs();

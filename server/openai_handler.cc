@@ -251,6 +251,7 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
   }
   ASSIGN_OR_RETURN(p.engine.prompt, PromptIds(p.api));
   p.engine.sampling = p.api.sampling;
+  p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   if (p.api.solver_tolerance || p.api.solver_max_iterations) {
     p.engine.solver = SolverOptions{
         p.api.solver_tolerance.value_or(options_->default_solver.tolerance),

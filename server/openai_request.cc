@@ -255,6 +255,7 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
   p.max_tokens = static_cast<int32_t>(
       max_tokens.value_or(out->kind == ApiKind::kChat ? limits.default_chat_max_tokens
                                                       : limits.default_completion_max_tokens));
+  out->max_tokens_defaulted = !max_tokens.has_value();
 
   std::optional<double> number;
   RETURN_IF_ERROR(ReadNumber(body, "temperature", {0.0, 2.0}, &number));

@@ -39,6 +39,7 @@ struct OpenAiRequest {
   std::vector<ChatMessage> messages;
 
   SamplingParams sampling;
+  bool max_tokens_defaulted = false;  // the body named no max_tokens (max_completion_tokens)
   std::vector<std::string> stop;  // matched on the decoded text
   std::optional<float> solver_tolerance;
   std::optional<int32_t> solver_max_iterations;

@@ -1,5 +1,6 @@
 #include "models/arch/hybrid_qwen3_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -249,6 +250,11 @@ absl::StatusOr<ModelSpec> ParseHybridQwen3Config(const nlohmann::json& json) {
   if (rope.type == RopeSpec::Type::kYarn && rope.attention_factor == 0.0) {
     rope.attention_factor = 0.1 * std::log(rope.factor) + 1.0;  // transformers' get_mscale
   }
+  if (rope.type == RopeSpec::Type::kYarn) {
+    // The context yarn stretches the trained positions to (vLLM derives its max_model_len so).
+    const auto stretched = static_cast<int64_t>(rope.factor * rope.original_max_position);
+    spec.max_position_embeddings = std::max(spec.max_position_embeddings, stretched);
+  }
 
   AttentionSpec attention{.q_heads = heads,
                           .kv_heads = kv_heads,
@@ -287,7 +293,11 @@ absl::StatusOr<ModelSpec> ParseHybridQwen3Config(const nlohmann::json& json) {
       layer.mixer = gka;
     } else {
       AttentionSpec a = attention;
-      if (kind == LayerKind::kSlidingWindow) a.window = window;
+      // A window wider than the context is the context: the ring in the state slot needs no more.
+      if (kind == LayerKind::kSlidingWindow) {
+        a.window = spec.max_position_embeddings > 0 ? std::min(window, spec.max_position_embeddings)
+                                                    : window;
+      }
       layer.mixer = a;
     }
     spec.layers.push_back(layer);

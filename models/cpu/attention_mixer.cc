@@ -124,6 +124,24 @@ void AttentionMixer::AttendWindow(const MixerBatch& batch, std::vector<float>& p
     const float* rows = &proj[batch.first_row[ci] * width_];
     float* ring_keys = seq.state + memory_offset_;
     float* ring_values = ring_keys + window * kv_width_;
+    if (n == 1) {
+      // A decode token: its row goes into the ring first (over the position that just left the
+      // window), then it attends to the ring in place, position p at row p % window.
+      const int64_t row = seq.position % window;
+      std::copy_n(rows + q_width_, kv_width_, ring_keys + row * kv_width_);
+      std::copy_n(rows + q_width_ + kv_width_, kv_width_, ring_values + row * kv_width_);
+      const std::vector<int32_t> laps(seq.position / window + 1, 0);  // every lap: the ring
+      const PagedKvHead ring{.storage = ring_keys,
+                             .blocks = laps,
+                             .block_size = window,
+                             .block_floats = 0,
+                             .keys_offset = 0,
+                             .values_offset = window * kv_width_,
+                             .row_stride = kv_width_};
+      AttendRows(spec_, rows, width_, 1, seq.position, ring, 0,
+                 out + batch.first_row[ci] * q_width_, q_width_);
+      continue;
+    }
     // The window of the step's first query, then the step's own positions: keys, then values.
     const int64_t first = std::max<int64_t>(0, seq.position - window + 1);
     const int64_t span = seq.position + n - first;

@@ -142,6 +142,16 @@ TEST_F(HybridServeTest, ARequestTheWholeCacheCannotHoldIsABadRequest) {
   EXPECT_NE(message.find("the KV cache holds 12 blocks (96 tokens)"), std::string::npos) << message;
 }
 
+TEST_F(HybridServeTest, AMaxTokensNotNamedIsLoweredToWhatFits) {
+  // 90 prompt tokens and the completions default of 16: 106 tokens, the cache holds 96.
+  json body = Completion(5, 90, 1);
+  body.erase("max_tokens");
+  const auto reply = PostJson(*client_, "/v1/completions", body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.body["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(reply.body["choices"][0]["finish_reason"], "length");
+}
+
 TEST_F(HybridServeTest, IdleServerHoldsNoBlocks) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   double used = -1;

@@ -53,6 +53,14 @@ TEST(HybridConfigTest, PatternIsReadNotAssumed) {
   EXPECT_EQ(spec->LayerPattern(), "*-GKA-SWA-GKA");
 }
 
+TEST(HybridConfigTest, AWindowWiderThanTheContextIsTheContext) {
+  nlohmann::json json = BaseConfig();
+  json["swa_config"]["window_size"] = 1 << 20;  // the ring in the state slot needs 4096 rows
+  auto spec = ParseHybridQwen3Config(json);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::get<AttentionSpec>(spec->layers[3].mixer).window, 4096);
+}
+
 TEST(HybridConfigTest, OverridesApplyOverGkaConfig) {
   nlohmann::json json = BaseConfig();
   json["gka_overrides"] = {{"num_iter", 7}, {"ridge_strength", 0.05}};
@@ -81,6 +89,11 @@ TEST(HybridConfigTest, RopeParametersAndYarn) {
   EXPECT_EQ(rope.theta, 5e5);
   EXPECT_EQ(rope.original_max_position, 1024);
   EXPECT_NEAR(rope.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-12);
+  EXPECT_EQ(spec->max_position_embeddings, 4096);  // max(4096, 4 x 1024)
+  json["rope_parameters"]["original_max_position_embeddings"] = 2048;
+  spec = ParseHybridQwen3Config(json);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_position_embeddings, 8192);  // yarn stretches the context: 4 x 2048
   json["rope_parameters"]["rope_type"] = "default";
   spec = ParseHybridQwen3Config(json);
   ASSERT_TRUE(spec.ok()) << spec.status();

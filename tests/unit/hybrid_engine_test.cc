@@ -116,6 +116,13 @@ TEST_F(HybridEngineTest, ARequestThatCouldNeverFitIsRefused) {
             std::string::npos)
       << too_long.status().message();
   EXPECT_TRUE(big->Submit(Request(0, 20, 4076), std::make_shared<CollectingSink>()).ok());
+  // A max_tokens the client did not name is lowered to what fits instead (as vLLM does): to
+  // the cache's 32 tokens here, less the prompt.
+  EngineRequest defaulted = Request(0, 20, 4096);
+  defaulted.max_tokens_defaulted = true;
+  auto fits = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(engine->Submit(defaulted, fits).ok());
+  EXPECT_EQ(fits->Wait().usage.completion_tokens, 12);
 }
 
 TEST_F(HybridEngineTest, CancellationAndDeadlinesGiveBlocksBack) {
