@@ -56,7 +56,8 @@ class HybridServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     grpc_port_ = testing::FreeLoopbackPort();
-    // 12 blocks of 8 tokens: 96 tokens for 4 slots.
+    // 10 blocks of 8 tokens: 80 tokens for 4 slots; each request below needs 6 or 7 blocks, so
+    // any two of them at once preempt.
     std::vector<std::string> args = {"--model",
                                      kModel.string(),
                                      "--threads",
@@ -66,7 +67,7 @@ class HybridServeTest : public ::testing::Test {
                                      "--block-size",
                                      "8",
                                      "--kv-blocks",
-                                     "12",
+                                     "10",
                                      "--log-level",
                                      "info",
                                      "--prefill-token-budget",
@@ -125,9 +126,9 @@ TEST_F(HybridServeTest, ConcurrentRequestsThroughASmallKvCacheAnswerAsAlone) {
     EXPECT_EQ(reply.body["choices"][0]["token_ids"].get<std::vector<int>>(), alone[i]) << i;
   }
   const std::string metrics = client_->Get("/metrics")->body;
-  EXPECT_EQ(MetricValue(metrics, "ridgeserve_kv_blocks_total"), 12);
+  EXPECT_EQ(MetricValue(metrics, "ridgeserve_kv_blocks_total"), 10);
   EXPECT_GT(MetricValue(metrics, "ridgeserve_preemptions_total"), preemptions_before)
-      << "four sequences of 44-60 tokens cannot share 96 tokens of KV without preempting";
+      << "four sequences of 44-56 tokens cannot share 80 tokens of KV without preempting";
   EXPECT_NE(metrics.find("ridgeserve_solver_iterations_count{layer_type=\"gka\",phase=\"decode\"}"),
             std::string::npos)
       << metrics;
@@ -139,16 +140,16 @@ TEST_F(HybridServeTest, ARequestTheWholeCacheCannotHoldIsABadRequest) {
   EXPECT_EQ(reply.body["error"]["param"], "max_tokens");
   EXPECT_EQ(reply.body["error"]["code"], "context_length_exceeded");
   const std::string message = reply.body["error"]["message"];
-  EXPECT_NE(message.find("the KV cache holds 12 blocks (96 tokens)"), std::string::npos) << message;
+  EXPECT_NE(message.find("the KV cache holds 10 blocks (80 tokens)"), std::string::npos) << message;
 }
 
 TEST_F(HybridServeTest, AMaxTokensNotNamedIsLoweredToWhatFits) {
-  // 90 prompt tokens and the completions default of 16: 106 tokens, the cache holds 96.
-  json body = Completion(5, 90, 1);
+  // 70 prompt tokens and the completions default of 16: 86 tokens, the cache holds 80.
+  json body = Completion(5, 70, 1);
   body.erase("max_tokens");
   const auto reply = PostJson(*client_, "/v1/completions", body);
   ASSERT_EQ(reply.status, 200) << reply.body;
-  EXPECT_EQ(reply.body["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(reply.body["usage"]["completion_tokens"], 10);
   EXPECT_EQ(reply.body["choices"][0]["finish_reason"], "length");
 }
 
@@ -161,7 +162,7 @@ TEST_F(HybridServeTest, IdleServerHoldsNoBlocks) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(used, 0);
-  EXPECT_NE(server_->Log().find("KV cache: 12 blocks of 8 tokens"), std::string::npos)
+  EXPECT_NE(server_->Log().find("KV cache: 10 blocks of 8 tokens"), std::string::npos)
       << server_->Log();
 }
 
@@ -177,7 +178,7 @@ TEST_F(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
   EXPECT_NE(info.find("architecture: \"hybrid_qwen3\""), std::string::npos) << info;
   EXPECT_NE(info.find("layer_pattern: \"GKA-*-GKA-SWA\""), std::string::npos) << info;
   EXPECT_NE(info.find("eos_token_ids: 3"), std::string::npos) << info;
-  EXPECT_NE(info.find("kv_blocks_total: 12"), std::string::npos) << info;
+  EXPECT_NE(info.find("kv_blocks_total: 10"), std::string::npos) << info;
 }
 #endif
 
