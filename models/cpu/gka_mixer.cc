@@ -5,6 +5,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/gka_step.h"
+#include "kernels/short_convolution.h"
 
 namespace ridge {
 namespace {
@@ -76,52 +77,32 @@ void GkaMixer::Forward(const MixerBatch& batch, const float* normed, float* hidd
 // tail kept in its state (w[c, W-1] multiplies the current token), then SiLU and the L2 norms
 // of the q and k heads.
 void GkaMixer::Convolution(const MixerBatch& batch, Activations& a) const {
-  const int64_t channels = qkv_width_, width = spec_.conv_size, tail_rows = width - 1;
-  const int64_t d = spec_.head_dim, hx = spec_.expanded_heads();
+  const int64_t channels = qkv_width_, d = spec_.head_dim, hx = spec_.expanded_heads();
   a.qkv.resize(batch.rows * channels);
   for (size_t ci = 0; ci < batch.sequences.size(); ++ci) {
     const int64_t first = batch.first_row[ci];
     const int64_t n = static_cast<int64_t>(batch.sequences[ci].tokens.size());
     float* tail = batch.sequences[ci].state + state_offset_ + 2 * hx * d * d;
-    auto raw = [&](int64_t s, int64_t ch) {
-      return s >= 0 ? a.proj[(first + s) * a.width + ch] : tail[(tail_rows + s) * channels + ch];
-    };
-#pragma omp parallel for if (n * channels > 16384)
-    for (int64_t t = 0; t < n; ++t) {
-      float* o = &a.qkv[(first + t) * channels];
-      for (int64_t ch = 0; ch < channels; ++ch) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < width; ++j) {
-          sum += w_.conv[ch * width + j] * raw(t - tail_rows + j, ch);
-        }
-        o[ch] = Silu(sum);
-      }
-      L2NormalizeHeads(o, spec_.q_heads, d);
-      L2NormalizeHeads(o + spec_.q_heads * d, spec_.k_heads, d);
-    }
-    std::vector<float> new_tail(tail_rows * channels);
-    for (int64_t r = 0; r < tail_rows; ++r) {
-      for (int64_t ch = 0; ch < channels; ++ch) {
-        new_tail[r * channels + ch] = raw(n - tail_rows + r, ch);
-      }
-    }
-    std::copy(new_tail.begin(), new_tail.end(), tail);
+    CausalConvSilu(&a.proj[first * a.width], a.width, n, channels, w_.conv.data(), spec_.conv_size,
+                   tail, &a.qkv[first * channels], channels);
+  }
+#pragma omp parallel for if (batch.rows * channels > 16384)
+  for (int64_t r = 0; r < batch.rows; ++r) {
+    float* row = &a.qkv[r * channels];
+    L2NormalizeHeads(row, spec_.q_heads, d);
+    L2NormalizeHeads(row + spec_.q_heads * d, spec_.k_heads, d);
   }
 }
 
 // Per (sequence, expanded head), token after token: the gates, the state update, the solve and
-// the readout. Pairs are independent, so they run in parallel.
+// the readout.
 void GkaMixer::Recurrence(const MixerBatch& batch, Activations& a) const {
   const int64_t hx = spec_.expanded_heads(), d = spec_.head_dim, out_width = hx * d;
   const int64_t k_start = spec_.q_heads * d, v_start = k_start + spec_.k_heads * d;
   const int64_t q_group = hx / spec_.q_heads, k_group = hx / spec_.k_heads,
                 v_group = hx / spec_.v_heads;
   a.out.resize(batch.rows * out_width);
-  const int64_t pairs = static_cast<int64_t>(batch.sequences.size()) * hx;
-  std::vector<SolverStats> pair_stats(pairs);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t pair = 0; pair < pairs; ++pair) {
-    const int64_t ci = pair / hx, head = pair % hx;
+  ForEachSequenceHead(batch, hx, [&](int64_t ci, int64_t head, SolverStats& stats) {
     const CpuSequence& seq = batch.sequences[ci];
     float* hs = seq.state + state_offset_ + head * d * d;
     float* ss = hs + hx * d * d;
@@ -145,13 +126,9 @@ void GkaMixer::Recurrence(const MixerBatch& batch, Activations& a) const {
       const std::optional<SolveResult> solve =
           GkaHeadStep(in, static_cast<int>(d), seq.solver, hs, ss, &a.out[r * out_width + head * d],
                       scratch.data());
-      if (solve.has_value()) pair_stats[pair].Add(*solve);
+      if (solve.has_value()) stats.Add(*solve);
     }
-  }
-  for (int64_t pair = 0; pair < pairs; ++pair) {
-    SolverStats* stats = batch.sequences[pair / hx].stats;
-    if (stats != nullptr) stats->Merge(pair_stats[pair]);
-  }
+  });
 }
 
 }  // namespace ridge

@@ -19,8 +19,8 @@ struct CpuSequence {
   float* state = nullptr;  // its recurrent state (RecurrentLayout); null without recurrent layers
   int64_t position = 0;    // tokens it consumed before this step
   // Its KV block table: entry i holds positions [i * block_size, (i + 1) * block_size).
-  std::span<const int32_t> kv_blocks;
-  std::span<const int32_t> tokens;
+  std::span<const int32_t> kv_blocks = {};
+  std::span<const int32_t> tokens = {};
   SolverOptions solver;
   SolverStats* stats = nullptr;  // optional: every solve of this chunk is added here
   SolvePhase phase = SolvePhase::kPrefill;
@@ -28,11 +28,26 @@ struct CpuSequence {
 
 struct MixerBatch {
   std::span<const CpuSequence> sequences;
-  std::vector<int64_t> first_row;  // per sequence: its first row in the step's activations
+  std::vector<int64_t> first_row = {};  // per sequence: its first row in the step's activations
   int64_t rows = 0;
   float* kv_storage = nullptr;  // the KV blocks, laid out as KvLayout says
   const KvLayout* kv_layout = nullptr;
 };
+
+// Runs step(sequence index, head, stats) for every (sequence, head) pair of the batch in
+// parallel (a pair owns its head's state, so pairs are independent), each pair adding its solves
+// to its own `stats`, then merges those into the sequences' SolverStats.
+template <typename Step>
+void ForEachSequenceHead(const MixerBatch& batch, int64_t heads, const Step& step) {
+  const int64_t pairs = static_cast<int64_t>(batch.sequences.size()) * heads;
+  std::vector<SolverStats> pair_stats(pairs);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t pair = 0; pair < pairs; ++pair) step(pair / heads, pair % heads, pair_stats[pair]);
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    SolverStats* stats = batch.sequences[pair / heads].stats;
+    if (stats != nullptr) stats->Merge(pair_stats[pair]);
+  }
+}
 
 class CpuMixer {
  public:
