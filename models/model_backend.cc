@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise.h"
+#include "models/step_input.h"
 
 namespace ridge {
 
@@ -112,16 +113,7 @@ absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) con
           absl::StrCat("sequence ", i, ": slot ", chunk.slot, " appears twice in one step"));
     }
     used[chunk.slot] = true;
-    if (chunk.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": no tokens to process"));
-    }
-    RETURN_IF_ERROR(ValidateSolverOptions(chunk.solver, kSolverIterationLimit));
-    for (int32_t token : chunk.tokens) {
-      if (token < 0 || token >= vocab) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sequence ", i, ": token id ", token, " is outside the vocabulary [0, ", vocab, ")"));
-      }
-    }
+    RETURN_IF_ERROR(ValidateSequenceInput(i, chunk.tokens, chunk.solver, vocab));
     for (int32_t block : chunk.kv_blocks) {
       if (block < 0 || block >= num_kv_blocks()) {
         return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": KV block ", block,

@@ -4,6 +4,7 @@
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise.h"
+#include "models/step_input.h"
 
 namespace ridge {
 
@@ -20,18 +21,9 @@ absl::Status CpuDecoder::Validate(std::span<const CpuSequence> sequences,
   const int64_t vocab = spec_.vocab_size;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const CpuSequence& s = sequences[i];
-    if (s.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": no tokens to process"));
-    }
+    RETURN_IF_ERROR(ValidateSequenceInput(i, s.tokens, s.solver, vocab));
     if (recurrent_.floats_per_slot > 0 && s.state == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": no recurrent state"));
-    }
-    RETURN_IF_ERROR(ValidateSolverOptions(s.solver, kSolverIterationLimit));
-    for (int32_t token : s.tokens) {
-      if (token < 0 || token >= vocab) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sequence ", i, ": token id ", token, " is outside the vocabulary [0, ", vocab, ")"));
-      }
     }
     if (kv_.empty()) continue;
     if (kv_storage == nullptr) return absl::InvalidArgumentError("no KV cache storage");
