@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "engine/memory_plan.h"
 #include "engine/scheduler_policy.h"
 #include "models/cpu_backend.h"
 
@@ -63,8 +64,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model* model,
                                                        EngineObserver* observer) {
   RETURN_IF_ERROR(ValidateEngineOptions(options));
   const KvLayout& kv = model->decoder().kv_layout();
-  const int64_t blocks =
-      options.cpu_kv_blocks > 0 ? options.cpu_kv_blocks : options.max_slots * kv.BlocksFor(4096);
+  const int64_t blocks = options.cpu_kv_blocks > 0
+                             ? options.cpu_kv_blocks
+                             : options.max_slots * kv.BlocksFor(kDefaultContextTokens);
   auto backend = std::make_unique<CpuBackend>(&model->decoder(), options.max_slots, blocks);
   ModelBackend* raw = backend.get();
   std::unique_ptr<Engine> engine(new Engine(raw, std::move(backend), options, observer));

@@ -26,7 +26,8 @@ namespace ridge {
 struct EngineOptions {
   int64_t max_slots = 64;  // sequences decoding at once (state pool size)
   // KV blocks of the CPU backend that Create(const Model*) builds, for models with attention
-  // layers; 0 gives each slot room for 4096 tokens. (A backend passed in brings its own pool.)
+  // layers; 0 gives each slot room for kDefaultContextTokens (engine/memory_plan.h), as serve
+  // does. (A backend passed in brings its own pool.)
   int64_t cpu_kv_blocks = 0;
   int64_t max_waiting = 256;            // queued requests beyond the slots; more -> rejected
   int64_t prefill_token_budget = 512;   // prompt tokens per step, so decode is never stalled

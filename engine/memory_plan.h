@@ -9,6 +9,10 @@
 
 namespace ridge {
 
+// Tokens of KV cache a slot gets when no size is asked for: twice a chat request's default
+// max_tokens, so a single slot still takes a prompt with it.
+inline constexpr int64_t kDefaultContextTokens = 8192;
+
 // Block ids are int32 in block tables.
 inline constexpr int64_t kMaxKvBlocks = (int64_t{1} << 31) - 1;
 
@@ -20,9 +24,7 @@ struct MemoryRequest {
   int64_t slots = 0;               // asked for (--slots)
   int64_t kv_blocks = 0;           // asked for (--kv-blocks or --kv-cache-memory); 0: the rest
                                    // of the budget, up to default_context tokens per slot
-  // Tokens per slot when no size is asked for: twice a chat request's default max_tokens, so a
-  // single slot still takes a prompt with it.
-  int64_t default_context = 8192;
+  int64_t default_context = kDefaultContextTokens;  // tokens a slot when no size is asked for
 };
 
 struct MemoryPlan {

@@ -25,7 +25,7 @@ struct ActiveSequence {
   int32_t next_token = 0;
   bool done = false;
   int64_t position = 0;  // tokens in its memory
-  BlockTable blocks;
+  BlockTable blocks = {};
 };
 
 // Records `token` as sampled; returns true when the sequence ends with it.

@@ -80,7 +80,7 @@ MesaNetWeights MesaNetModel::HostWeights() const {
 
 absl::Status MesaNetModel::Forward(std::span<const SequenceChunk> chunks, LogitsFor which,
                                    std::vector<float>* logits) const {
-  const size_t state_floats = MesaState(config_).data().size();
+  const size_t state_floats = static_cast<size_t>(decoder_->recurrent_layout().floats_per_slot);
   std::vector<CpuSequence> sequences;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SequenceChunk& chunk = chunks[i];

@@ -27,7 +27,7 @@ struct SlotChunk {
   SolvePhase phase = SolvePhase::kPrefill;
   // The sequence's KV block table (models with attention layers): entry i holds positions
   // [i * block_size, (i + 1) * block_size); it must cover every position up to the chunk's end.
-  std::span<const int32_t> kv_blocks;
+  std::span<const int32_t> kv_blocks = {};
 };
 
 // The most alternatives (with their log-probabilities) a token pick may ask for.
