@@ -70,11 +70,6 @@ void FusedBf16Product(const float* x, int64_t rows, const WeightMatrix& w, float
 
 }  // namespace
 
-WeightMatrix WeightMatrix::Rows(int64_t first, int64_t count) const {
-  RIDGE_CHECK(first >= 0 && count >= 0 && first + count <= rows);
-  return {data + first * cols * DTypeSize(dtype), dtype, count, cols};
-}
-
 WeightMatrix WeightMatrix::Fp32(const float* data, int64_t rows, int64_t cols) {
   return {reinterpret_cast<const std::byte*>(data), DType::kF32, rows, cols};
 }

@@ -17,8 +17,6 @@ struct WeightMatrix {
   int64_t rows = 0, cols = 0;
 
   bool empty() const { return data == nullptr; }
-  // Rows [first, first + count) as a matrix of their own.
-  WeightMatrix Rows(int64_t first, int64_t count) const;
   static WeightMatrix Fp32(const float* data, int64_t rows, int64_t cols);
 };
 

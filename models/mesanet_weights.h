@@ -40,10 +40,10 @@ struct MesaNetWeights {
 struct MesaLayerView {
   std::vector<float> attn_norm, a_bias, b_bias, lambda, q_conv, k_conv, o_norm, mlp_norm;
   // Rows q, k, v, (g), a, b in this order: one fused matrix, or one per projection.
-  std::vector<WeightMatrix> in_proj;
-  WeightMatrix o_proj;                // [C, K]
-  std::vector<WeightMatrix> gate_up;  // gate rows, then up rows
-  WeightMatrix down_proj;             // [C, I]
+  std::vector<WeightMatrix> in_proj = {};
+  WeightMatrix o_proj = {};                // [C, K]
+  std::vector<WeightMatrix> gate_up = {};  // gate rows, then up rows
+  WeightMatrix down_proj = {};             // [C, I]
 };
 
 struct MesaNetView {

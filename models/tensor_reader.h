@@ -25,11 +25,11 @@ class TensorReader {
 
   bool Has(const std::string& name) const { return checkpoint_.Find(name) != nullptr; }
   void Ignore(const std::string& name) { used_.insert(name); }
-  std::vector<std::string> Unused() const;
   // An error listing the tensors no loader asked for (the first five), or OK.
   absl::Status RefuseUnused() const;
 
  private:
+  std::vector<std::string> Unused() const;
   absl::StatusOr<const TensorView*> Find(const std::string& name,
                                          const std::vector<int64_t>& shape);
 
