@@ -140,13 +140,7 @@ __global__ void __launch_bounds__(2 * D) GkaDecodeKernel(GkaDecodeArgs a) {
   if (rows_half == 0) a.out[pair * D + j] = (acc + partial[j]) * rsqrtf(static_cast<float>(D));
 
   if (t == 0 && a.solve) {
-    SolveCounters& c = a.counters[pair];
-    c.solves += 1;
-    c.total_iterations += iterations;
-    c.max_iterations = max(c.max_iterations, iterations);
-    c.capped += capped ? 1 : 0;
-    c.sum_residual += relative_residual;
-    c.max_residual = fmaxf(c.max_residual, relative_residual);
+    a.counters[pair].Add(iterations, capped, relative_residual);
   }
 }
 

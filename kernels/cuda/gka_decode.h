@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/mesa_recurrence.h"  // SolveCounters
+#include "kernels/cuda/solve_counters.h"
 
 namespace ridge::cuda {
 

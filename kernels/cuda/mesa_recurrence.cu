@@ -505,13 +505,7 @@ __global__ void __launch_bounds__(Threads, Threads == 256 ? 2 : 3)
     }
     RIDGE_TIMELINE_PHASE(kDecodePhaseSolveEnd);
     if (tid == 0) {
-      SolveCounters& c = a.counters[seq * H + head];  // this block's alone: no atomics
-      c.solves += 1;
-      c.total_iterations += iteration;
-      c.max_iterations = max(c.max_iterations, iteration);
-      c.capped += capped ? 1 : 0;
-      c.sum_residual += relative_residual;
-      c.max_residual = fmaxf(c.max_residual, relative_residual);
+      a.counters[seq * H + head].Add(iteration, capped, relative_residual);  // this block's alone
     }
     if (tid < D) x_s[tid] = x_i;
     __syncthreads();

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/solve_counters.h"
+
 namespace ridge::cuda {
 
 // Column of the decay gate a in a row of the in-projection's output (q | k | v | (g) | a | b,
@@ -22,17 +24,6 @@ __host__ __device__ inline int32_t DecayGateColumn(int32_t heads, int32_t head_d
                                                    bool output_gate) {
   return (output_gate ? 4 : 3) * heads * head_dim;
 }
-
-// Per (sequence, head) counters, accumulated over every token and layer of one step. The host
-// zeroes them before the step and reads them after.
-struct SolveCounters {
-  int32_t solves;
-  int32_t total_iterations;
-  int32_t max_iterations;
-  int32_t capped;
-  float sum_residual;
-  float max_residual;
-};
 
 // One entry per sequence of the step; device arrays.
 struct SequenceTable {
