@@ -12,7 +12,8 @@
 #   tools/gpu/make_device_bundle.sh build/tests/gpu/mesa_kernels_test build/tools/bench/cuda_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test build/tests/gpu/row_kernels_test
+binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_backend_mechanics_test
+  build/tests/gpu/cuda_engine_test build/tests/gpu/mesa_kernels_test build/tests/gpu/row_kernels_test
   build/tests/gpu/token_sampling_test build/tests/gpu/few_rows_gemm_test build/tests/gpu/gka_decode_test
   build/tools/bench/cuda_bench build/tools/bench/gka_kernel_bench
   build/tools/bench/mesa_kernel_bench build/tools/bench/gemm_bench build/server/ridgeserve)
