@@ -233,7 +233,7 @@ bool Engine::WaitIdle(SteadyTime deadline) {
 EngineMemory Engine::memory() const {
   const KvLayout& kv = backend_->kv_layout();
   return {.state_bytes_per_slot = backend_->state_bytes_per_slot(),
-          .kv_bytes_per_token = kv.floats_per_token * static_cast<int64_t>(sizeof(float)),
+          .kv_bytes_per_token = kv.bytes_per_token(),
           .kv_block_size = kv.empty() ? 0 : kv.block_size,
           .kv_blocks_total = backend_->num_kv_blocks()};
 }

@@ -8,6 +8,7 @@
 namespace ridge {
 
 class MesaNetModel;
+struct HybridWeights;
 
 class Model {
  public:
@@ -17,6 +18,9 @@ class Model {
   // The MesaNet form (config and fp32 host weights) the CUDA backend uploads; null for
   // architectures that backend does not run yet.
   virtual const MesaNetModel* mesanet() const { return nullptr; }
+  // The hybrid_qwen3 form (views of the checkpoint's tensors) the CUDA hybrid backend uploads;
+  // null for other architectures.
+  virtual const HybridWeights* hybrid_weights() const { return nullptr; }
 };
 
 }  // namespace ridge

@@ -122,17 +122,22 @@ struct RecurrentLayout {
 int64_t RecurrentStateFloats(const MixerSpec& mixer);
 RecurrentLayout PlanRecurrentLayout(const ModelSpec& spec);
 
-// Where each full-attention layer's keys and values lie in a KV block (fp32 floats): a block
-// holds `block_size` consecutive token positions of every full-attention layer of one sequence;
-// a layer's part is its keys [block_size, kv_heads * head_dim], then its values, alike.
-// (Sliding-window layers keep theirs in the state slot: RecurrentLayout.)
+// Where each full-attention layer's keys and values lie in a KV block: a block holds
+// `block_size` consecutive token positions of every full-attention layer of one sequence; a
+// layer's part is its keys, then its values (the CPU's: [block_size, kv_heads * head_dim] each,
+// fp32; a GPU backend's may order a part differently and store other elements, with
+// element_bytes saying their size). (Sliding-window layers keep theirs in the state slot:
+// RecurrentLayout.)
 struct KvLayout {
   int64_t block_size = 16;
-  std::vector<int64_t> layer_offset;  // per layer, floats into a block; -1 for other layers
-  int64_t floats_per_token = 0;       // K and V of every full-attention layer
+  std::vector<int64_t> layer_offset;  // per layer, elements into a block; -1 for other layers
+  int64_t floats_per_token = 0;       // elements of K and V of every full-attention layer
+  int64_t element_bytes = 4;          // 4 (fp32, the CPU's) or 2 (bf16)
 
   bool empty() const { return floats_per_token == 0; }
   int64_t floats_per_block() const { return floats_per_token * block_size; }
+  int64_t bytes_per_token() const { return floats_per_token * element_bytes; }
+  int64_t bytes_per_block() const { return floats_per_block() * element_bytes; }
   // Blocks that hold `tokens` positions.
   int64_t BlocksFor(int64_t tokens) const {
     return empty() || tokens <= 0 ? 0 : (tokens + block_size - 1) / block_size;

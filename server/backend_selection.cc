@@ -12,8 +12,10 @@
 #include "kernels/device_info.h"
 #include "models/cpu_backend.h"
 #include "models/mesanet_model.h"
+#include "server/command_support.h"
 #ifdef RIDGE_HAVE_CUDA_BACKEND
 #include "models/cuda/cuda_backend.h"
+#include "models/cuda/hybrid_backend.h"
 #endif
 
 namespace ridge {
@@ -75,13 +77,35 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
                                                         cuda_device, " is not present (",
                                                         gpus.size(), " found)"));
     }
-    absl::StatusOr<std::unique_ptr<CudaBackend>> backend = absl::UnimplementedError(
-        absl::StrCat("the CUDA backend does not run ", model->spec().architecture,
-                     " models yet (MesaNet only); use --device cpu"));
+    ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.9));
+    if (!(utilization > 0.0 && utilization <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gpu-memory-utilization ", utilization, " must be in (0, 1]"));
+    }
+    absl::StatusOr<std::unique_ptr<ModelBackend>> backend = absl::UnimplementedError(
+        absl::StrCat("the CUDA backend does not run ", model->spec().architecture, " models"));
+    int64_t weight_bytes = 0;
     if (const MesaNetModel* mesa = model->mesanet(); mesa != nullptr) {
-      backend =
+      auto mesa_backend =
           CudaBackend::Create(mesa->config(), mesa->HostWeights(),
                               {.device = static_cast<int>(cuda_device), .num_slots = num_slots});
+      if (mesa_backend.ok()) weight_bytes = (*mesa_backend)->weight_bytes();
+      backend = std::move(mesa_backend);
+    } else if (const HybridWeights* weights = model->hybrid_weights(); weights != nullptr) {
+      // --kv-cache-memory counts the GPU's bf16 blocks (half the CPU's fp32 ones).
+      const KvLayout& cpu_kv = model->decoder().kv_layout();
+      int64_t blocks = num_kv_blocks;
+      if (args.Has("kv-cache-memory")) {
+        ASSIGN_OR_RETURN(blocks, KvBlocksFromFlags(args, cpu_kv.floats_per_block() * 2));
+      }
+      auto hybrid_backend = CudaHybridBackend::Create(model->spec(), *weights,
+                                                      {.device = static_cast<int>(cuda_device),
+                                                       .num_slots = num_slots,
+                                                       .num_kv_blocks = blocks,
+                                                       .kv_block_size = cpu_kv.block_size,
+                                                       .gpu_memory_utilization = utilization});
+      if (hybrid_backend.ok()) weight_bytes = (*hybrid_backend)->weight_bytes();
+      backend = std::move(hybrid_backend);
     }
     const absl::StatusCode code = backend.status().code();
     if (!backend.ok() && device == "auto" &&
@@ -98,9 +122,9 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     }
     const CudaDeviceInfo& gpu = gpus[cuda_device];
     Log(LogLevel::kInfo, "backend: CUDA on device ", cuda_device, " (", gpu.name,
-        "): ", (*backend)->weight_bytes(), " bytes of bf16 weights, ", (*backend)->num_slots(),
+        "): ", weight_bytes, " bytes of bf16 weights, ", (*backend)->num_slots(),
         " state slots of ", (*backend)->state_bytes_per_slot(), " bytes in GPU memory");
-    return std::unique_ptr<ModelBackend>(std::move(*backend));
+    return std::move(*backend);
 #else
     if (device == "cuda") {
       return absl::FailedPreconditionError("--device cuda: this build has no CUDA support");

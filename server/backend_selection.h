@@ -1,5 +1,6 @@
-// `--device auto|cpu|cuda` (and `--cuda-device N`): which backend runs the model and holds the
-// state pool. auto takes the GPU when this build has CUDA and a device is present.
+// `--device auto|cpu|cuda` (and `--cuda-device N`, `--gpu-memory-utilization F`): which backend
+// runs the model and holds the state pool. auto takes the GPU when this build has CUDA and a device
+// is present.
 #pragma once
 
 #include <memory>
@@ -12,14 +13,16 @@
 namespace ridge {
 
 // The flags this adds to a command.
-inline constexpr const char* kBackendFlags[] = {"device", "cuda-device"};
+inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-memory-utilization"};
 
 // `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
 // its weights to the GPU). The backend may hold fewer than `num_slots` states and
 // `num_kv_blocks` KV blocks (0: as many as PlanMemory gives by default) as fit where its pools
-// live (half of the available host memory, or the GPU's free memory), with a warning;
-// num_slots() and num_kv_blocks() say. The CUDA backend runs MesaNet only: for other
-// architectures --device auto uses the CPU and --device cuda is an error.
+// live (half of the available host memory, or --gpu-memory-utilization of the GPU's), with a
+// warning; num_slots() and num_kv_blocks() say. On the GPU, MesaNet runs on CudaBackend and
+// hybrid_qwen3 on CudaHybridBackend (whose KV pool fills what the utilization leaves unless
+// --kv-blocks or --kv-cache-memory is given); where the GPU cannot run a model, --device auto
+// uses the CPU and --device cuda is an error.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const Model* model,
                                                                      int64_t num_slots,

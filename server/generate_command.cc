@@ -38,6 +38,8 @@ to stderr.
   --threads N               CPU threads (default: all cores)
   --device auto|cpu|cuda    where the model runs (default auto: the GPU when one can run it)
   --cuda-device N           which GPU (default 0)
+  --gpu-memory-utilization F
+                            share of the GPU's memory a hybrid model may take (default 0.9)
 )";
 
 absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {

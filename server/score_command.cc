@@ -28,6 +28,8 @@ Prints the perplexity of the ids and the solver statistics to stderr.
                            max_cg_step_decoding, GKA's num_iter)
   --device auto|cpu|cuda   where the model runs (default auto: the GPU when one can run it)
   --cuda-device N          which GPU (default 0)
+  --gpu-memory-utilization F
+                           share of the GPU's memory a hybrid model may take (default 0.9)
 )";
 
 absl::Status Score(int argc, char** argv) {

@@ -51,6 +51,9 @@ then the process exits 0.
   --device auto|cpu|cuda       where the model runs and its states live (default auto: the GPU
                                when this build has CUDA and one is present, else the CPU)
   --cuda-device N              which GPU with --device cuda or auto (default 0)
+  --gpu-memory-utilization F   share of the GPU's memory a hybrid model may take in all
+                               (weights, state slots, KV blocks, step buffers; default 0.9);
+                               without --kv-blocks/--kv-cache-memory the KV cache fills it
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64.
                                More than fit where the states live are clamped with a warning:
@@ -238,11 +241,11 @@ absl::Status Serve(int argc, char** argv) {
   if (!args.Has("prefill-token-budget")) {
     engine_options.prefill_token_budget = model_backend->preferred_prefill_tokens_per_step();
   }
-  if (!kv.empty()) {
+  if (const KvLayout& backend_kv = model_backend->kv_layout(); !backend_kv.empty()) {
     const int64_t blocks = model_backend->num_kv_blocks();
-    const int64_t tokens = blocks * kv.block_size;
-    Log(LogLevel::kInfo, "KV cache: ", blocks, " blocks of ", kv.block_size, " tokens (",
-        blocks * kv.floats_per_block() * int64_t{sizeof(float)}, " bytes): ", tokens,
+    const int64_t tokens = blocks * backend_kv.block_size;
+    Log(LogLevel::kInfo, "KV cache: ", blocks, " blocks of ", backend_kv.block_size, " tokens (",
+        blocks * backend_kv.bytes_per_block(), " bytes): ", tokens,
         " tokens in all, e.g. ", tokens / 1024, " sequences of 1K tokens, ", tokens / 8192,
         " of 8K (sliding-window layers keep their window in the state slot)");
   }

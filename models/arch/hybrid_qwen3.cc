@@ -143,6 +143,7 @@ absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& 
     const std::string prefix = absl::StrCat("model.layers.", l, ".");
     const int64_t inter = layer.intermediate_size;
     DecoderLayerWeights out;
+    HybridLayerWeights& gpu = weights_.layers.emplace_back();
     RETURN_IF_ERROR(source.Vector(prefix + "input_layernorm.weight", {c}, &out.input_norm));
     RETURN_IF_ERROR(source.Vector(prefix + "post_attention_layernorm.weight", {c}, &out.post_norm));
     ASSIGN_OR_RETURN(const WeightMatrix gate,
@@ -150,8 +151,14 @@ absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& 
     ASSIGN_OR_RETURN(const WeightMatrix up, source.Matrix(prefix + "mlp.up_proj.weight", inter, c));
     out.gate_up = {gate, up};
     ASSIGN_OR_RETURN(out.down, source.Matrix(prefix + "mlp.down_proj.weight", c, inter));
+    gpu.input_norm = out.input_norm;
+    gpu.post_norm = out.post_norm;
+    gpu.gate = gate;
+    gpu.up = up;
+    gpu.down = out.down;
     if (const auto* g = std::get_if<GkaSpec>(&layer.mixer)) {
       ASSIGN_OR_RETURN(GkaLayerWeights w, ReadGkaLayer(source, *g, c, prefix + "gka."));
+      gpu.mixer = w;
       out.mixer = std::make_unique<GkaMixer>(*g, c, std::move(w), recurrent.layer_offset[l]);
     } else {
       const auto& a = std::get<AttentionSpec>(layer.mixer);
@@ -168,6 +175,7 @@ absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& 
       RETURN_IF_ERROR(source.Vector(attn + "q_norm.weight", {d}, &w.q_norm));
       RETURN_IF_ERROR(source.Vector(attn + "k_norm.weight", {d}, &w.k_norm));
       const int64_t offset = a.window > 0 ? recurrent.layer_offset[l] : kv.layer_offset[l];
+      gpu.mixer = w;
       out.mixer = std::make_unique<AttentionMixer>(a, c, std::move(w), offset);
     }
     weights.layers.push_back(std::move(out));
@@ -178,6 +186,9 @@ absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& 
   } else {
     ASSIGN_OR_RETURN(weights.head, source.Matrix("lm_head.weight", v, c));
   }
+  weights_.embedding = weights.embedding;
+  weights_.final_norm = weights.final_norm;
+  weights_.head = weights.head;
   RETURN_IF_ERROR(source.Finish(spec.tie_word_embeddings));
   decoder_ = std::make_unique<CpuDecoder>(std::move(spec), std::move(weights), kv_block_size);
   return absl::OkStatus();

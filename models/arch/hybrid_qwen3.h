@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/checkpoint.h"
+#include "models/hybrid_weights.h"
 #include "models/model.h"
 
 namespace ridge {
@@ -33,6 +34,7 @@ class HybridQwen3Model : public Model {
                                                                   int64_t kv_block_size);
 
   const CpuDecoder& decoder() const override { return *decoder_; }
+  const HybridWeights* hybrid_weights() const override { return &weights_; }
 
  private:
   HybridQwen3Model() = default;
@@ -41,6 +43,7 @@ class HybridQwen3Model : public Model {
   std::unique_ptr<Checkpoint> checkpoint_;  // mapped: the weights point into it
   std::vector<std::unique_ptr<uint16_t[]>> random_weights_;
   std::unique_ptr<CpuDecoder> decoder_;
+  HybridWeights weights_;  // the same tensors as the decoder's, for the GPU
 };
 
 }  // namespace ridge

@@ -18,6 +18,7 @@
 #include "kernels/cuda/token_sampling.h"
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/device_memory.h"
+#include "models/cuda/device_step_support.h"
 
 namespace ridge {
 
@@ -62,11 +63,6 @@ struct DeviceLayer {
 // columns) to 6x (output layer, 50257 -> 50272) slower for widths that are not multiples of 8
 // (H200, tools/bench/RESULTS.md). Nothing reads the padding columns of the outputs.
 inline constexpr int64_t kProductWidthMultiple = 16;
-
-// The largest weight matrix (elements) that products of few rows give to cuda::LaunchFewRowsGemm.
-// cuBLAS streams larger ones faster (H200: the 1B config's in-projection, 7M elements, 6.4 us
-// against 6.8 at 1 row and 8.7 at 16; its o_proj, 2.4M, 6.2 against 3.3 at 1 row).
-inline constexpr int64_t kFewRowsMaxWeights = int64_t{4} << 20;
 
 inline int64_t PaddedWidth(int64_t width) {
   return (width + kProductWidthMultiple - 1) / kProductWidthMultiple * kProductWidthMultiple;

@@ -7,7 +7,6 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/few_rows_gemm.h"
 #include "kernels/cuda/row_kernels.h"
 #include "models/cuda/cuda_backend_impl.h"
 
@@ -15,29 +14,7 @@ namespace ridge {
 
 absl::Status CudaBackend::Impl::Gemm(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w,
                                      int64_t out, float* y, bool accumulate) {
-  // Row-major y[rows, out] = x[rows, in] * w[out, in]^T. Steps of up to kFewRowsMax (32) rows
-  // take the backend's own kernel for products of up to kFewRowsMaxWeights (1.1x to 2.5x
-  // cuBLAS's speed there on an H200, tools/bench/RESULTS.md); everything else goes to cuBLAS,
-  // seen column-major as y^T = w x^T.
-  if (in * out <= kFewRowsMaxWeights && cuda::FewRowsGemmSupports(rows, out, in)) {
-    const cuda::FewRowsGemmArgs args{x,
-                                     w.as<void>(),
-                                     y,
-                                     static_cast<int32_t>(rows),
-                                     static_cast<int32_t>(out),
-                                     static_cast<int32_t>(in),
-                                     static_cast<int32_t>(out),
-                                     accumulate};
-    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchFewRowsGemm(args, sm_count, stream));
-    return absl::OkStatus();
-  }
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  RIDGE_CUBLAS_RETURN_IF_ERROR(
-      cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
-                   static_cast<int>(in), &alpha, w.as<void>(), CUDA_R_16BF, static_cast<int>(in), x,
-                   CUDA_R_16BF, static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
-                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  return absl::OkStatus();
+  return WeightGemm({cublas, stream, sm_count}, x, rows, in, w.as<void>(), out, y, accumulate);
 }
 
 absl::Status CudaBackend::Impl::EnqueueStep(int64_t rows, int64_t seqs, int64_t out_rows,
@@ -312,18 +289,7 @@ void CudaBackend::Impl::MergeCounters(std::span<const SlotChunk> chunks,
   const int64_t heads = config.num_heads;
   for (size_t i = 0; i < order.size(); ++i) {
     SolverStats* stats = chunks[order[i]].stats;
-    if (stats == nullptr) continue;
-    for (int64_t h = 0; h < heads; ++h) {
-      const cuda::SolveCounters& x = c[i * heads + h];
-      SolverStats s;
-      s.solves = x.solves;
-      s.total_iterations = x.total_iterations;
-      s.max_iterations = x.max_iterations;
-      s.capped = x.capped;
-      s.sum_relative_residual = x.sum_residual;
-      s.max_relative_residual = x.max_residual;
-      stats->Merge(s);
-    }
+    if (stats != nullptr) MergeSolveCounters(c + i * heads, heads, stats);
   }
 }
 

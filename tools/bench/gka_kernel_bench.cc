@@ -1,4 +1,5 @@
-// The GKA decode kernel (kernels/cuda/gka_decode.h) alone, on random unit q/k and states of the
+// The GKA recurrence kernel (kernels/cuda/gka_recurrence.h) alone, one decode token per sequence
+// on random q/k/v (normalised by the kernel, with o_norm and the output gate) and states of the
 // GKA-8B layer shape (32 expanded heads of 128; BENCHMARKS.md), timed with CUDA events: median
 // microseconds a launch over --repeats, the state bytes it must move (Hs and Ss read and written
 // once) against the device-to-device copy ceiling measured in the same run, and the anchor's
@@ -16,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/gka_decode.h"
+#include "kernels/cuda/gka_recurrence.h"
 
 namespace {
 
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!ridge::cuda::IsGkaDecodeHeadDim(d)) {
+  if (!ridge::cuda::IsGkaHeadDim(d)) {
     std::fprintf(stderr, "--head-dim must be 64 or 128\n");
     return 2;
   }
@@ -109,59 +110,70 @@ int main(int argc, char** argv) {
   for (const int batch : batches) {
     const int64_t pairs = int64_t{batch} * heads;
     const int64_t slot_floats = 2 * int64_t{heads} * d * d;
-    std::vector<float> unit(pairs * d), gates(pairs, 0.5f), decay(pairs, -0.05f);
-    for (int64_t p = 0; p < pairs; ++p) {
-      double n2 = 0;
-      for (int i = 0; i < d; ++i) {
-        unit[p * d + i] = normal(rng);
-        n2 += double(unit[p * d + i]) * unit[p * d + i];
-      }
-      for (int i = 0; i < d; ++i) unit[p * d + i] /= static_cast<float>(std::sqrt(n2));
-    }
-    float *q, *pool, *gate, *log_decay, *tol, *out;
-    int32_t *max_it, *slot;
+    // q, k, v per expanded head (random: the kernel normalises q and k), the gates' raw
+    // projections (0: beta 0.5, alpha 0.5, decay exp(-0.05 ln 2)) and g.
+    const int64_t qkv_width = 3 * int64_t{heads} * d, gate_width = 3 * heads + int64_t{heads} * d;
+    std::vector<float> qkv(batch * qkv_width), proj(batch * gate_width, 0.0f);
+    for (float& x : qkv) x = normal(rng);
+    std::vector<float> zeros(heads, 0.0f), rates(heads, 0.05f), ones(d, 1.0f);
+    float *d_qkv, *d_proj, *pool, *zero, *rate, *o_norm, *tol;
+    int32_t *max_it, *slot, *begin, *count;
+    void* out;
     ridge::cuda::SolveCounters* counters;
-    CHECK_CUDA(cudaMalloc(&q, unit.size() * 4));
+    CHECK_CUDA(cudaMalloc(&d_qkv, qkv.size() * 4));
+    CHECK_CUDA(cudaMalloc(&d_proj, proj.size() * 4));
     CHECK_CUDA(cudaMalloc(&pool, batch * slot_floats * 4));
-    CHECK_CUDA(cudaMalloc(&gate, pairs * 4));
-    CHECK_CUDA(cudaMalloc(&log_decay, pairs * 4));
+    CHECK_CUDA(cudaMalloc(&zero, heads * 4));
+    CHECK_CUDA(cudaMalloc(&rate, heads * 4));
+    CHECK_CUDA(cudaMalloc(&o_norm, d * 4));
     CHECK_CUDA(cudaMalloc(&tol, batch * 4));
-    CHECK_CUDA(cudaMalloc(&out, pairs * d * 4));
+    CHECK_CUDA(cudaMalloc(&out, pairs * d * 2));
     CHECK_CUDA(cudaMalloc(&max_it, batch * 4));
     CHECK_CUDA(cudaMalloc(&slot, batch * 4));
+    CHECK_CUDA(cudaMalloc(&begin, batch * 4));
+    CHECK_CUDA(cudaMalloc(&count, batch * 4));
     CHECK_CUDA(cudaMalloc(&counters, pairs * sizeof(ridge::cuda::SolveCounters)));
-    CHECK_CUDA(cudaMemcpy(q, unit.data(), unit.size() * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(gate, gates.data(), pairs * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(log_decay, decay.data(), pairs * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d_qkv, qkv.data(), qkv.size() * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d_proj, proj.data(), proj.size() * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(zero, zeros.data(), heads * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(rate, rates.data(), heads * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(o_norm, ones.data(), d * 4, cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemset(tol, 0, batch * 4));
     CHECK_CUDA(cudaMemset(pool, 0, batch * slot_floats * 4));
     CHECK_CUDA(cudaMemset(counters, 0, pairs * sizeof(ridge::cuda::SolveCounters)));
-    std::vector<int32_t> slots(batch);
+    std::vector<int32_t> slots(batch), ones_i(batch, 1);
     for (int s = 0; s < batch; ++s) slots[s] = s;
     CHECK_CUDA(cudaMemcpy(slot, slots.data(), batch * 4, cudaMemcpyHostToDevice));
-    ridge::cuda::GkaDecodeArgs args{.num_sequences = batch,
-                                    .heads = heads,
-                                    .head_dim = d,
-                                    .q = q,
-                                    .k = q,
-                                    .v = q,
-                                    .beta = gate,
-                                    .alpha = gate,
-                                    .log_decay = log_decay,
-                                    .tolerance = tol,
-                                    .max_iterations = max_it,
-                                    .slot = slot,
-                                    .state_pool = pool,
-                                    .slot_floats = slot_floats,
-                                    .layer_offset = 0,
-                                    .ridge_strength = 0.02f,
-                                    .solve = true,
-                                    .out = out,
-                                    .counters = counters};
+    CHECK_CUDA(cudaMemcpy(begin, slots.data(), batch * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(count, ones_i.data(), batch * 4, cudaMemcpyHostToDevice));
+    ridge::cuda::GkaRecurrenceArgs args{};
+    args.num_sequences = batch;
+    args.q_heads = args.k_heads = args.v_heads = args.heads = heads;
+    args.head_dim = d;
+    args.sequences = {begin, count, slot, tol, max_it};
+    args.qkv = d_qkv;
+    args.qkv_stride = qkv_width;
+    args.proj = d_proj;
+    args.proj_stride = gate_width;
+    args.a_column = 0;
+    args.b_column = heads;
+    args.alpha_column = 2 * heads;
+    args.g_column = 3 * heads;
+    args.b_bias = args.alpha_bias = args.dt_bias = zero;
+    args.decay_rate = rate;
+    args.o_norm = o_norm;
+    args.state_pool = pool;
+    args.slot_floats = slot_floats;
+    args.ridge_strength = 0.02f;
+    args.solve = true;
+    args.out_bf16 = out;
+    args.out_stride = int64_t{heads} * d;
+    args.counters = counters;
+    args.counters_stride = heads;
     // A few tokens first, so the states are not zero.
     std::vector<int32_t> caps(batch, 30);
     CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
-    for (int i = 0; i < 4; ++i) CHECK_CUDA(ridge::cuda::LaunchGkaDecode(args, nullptr));
+    for (int i = 0; i < 4; ++i) CHECK_CUDA(ridge::cuda::LaunchGkaRecurrence(args, nullptr));
     const double bytes = 2.0 * 2.0 * pairs * d * d * 4;  // Hs and Ss, read and written
     for (const int iterations : iteration_list) {
       std::fill(caps.begin(), caps.end(), iterations);
@@ -172,7 +184,7 @@ int main(int argc, char** argv) {
       std::vector<float> times;
       for (int r = 0; r < repeats; ++r) {
         cudaEventRecord(start);
-        CHECK_CUDA(ridge::cuda::LaunchGkaDecode(args, nullptr));
+        CHECK_CUDA(ridge::cuda::LaunchGkaRecurrence(args, nullptr));
         cudaEventRecord(stop);
         cudaEventSynchronize(stop);
         float ms;
@@ -190,14 +202,13 @@ int main(int argc, char** argv) {
           anchor, anchor > 0 ? anchor / us : 0.0);
       std::fflush(stdout);
     }
-    cudaFree(q);
-    cudaFree(pool);
-    cudaFree(gate);
-    cudaFree(log_decay);
-    cudaFree(tol);
-    cudaFree(out);
-    cudaFree(max_it);
-    cudaFree(slot);
+    for (void* p :
+         {static_cast<void*>(d_qkv), static_cast<void*>(d_proj), static_cast<void*>(pool),
+          static_cast<void*>(zero), static_cast<void*>(rate), static_cast<void*>(o_norm),
+          static_cast<void*>(tol), out, static_cast<void*>(max_it), static_cast<void*>(slot),
+          static_cast<void*>(begin), static_cast<void*>(count)}) {
+      cudaFree(p);
+    }
     cudaFree(counters);
   }
   return 0;

@@ -1,0 +1,109 @@
+#include "models/cuda/device_step_support.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/few_rows_gemm.h"
+
+namespace ridge {
+
+absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows, int64_t in,
+                        const void* w, int64_t out, float* y, bool accumulate) {
+  if (in * out <= kFewRowsMaxWeights && cuda::FewRowsGemmSupports(rows, out, in)) {
+    const cuda::FewRowsGemmArgs args{x,
+                                     w,
+                                     y,
+                                     static_cast<int32_t>(rows),
+                                     static_cast<int32_t>(out),
+                                     static_cast<int32_t>(in),
+                                     static_cast<int32_t>(out),
+                                     accumulate};
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchFewRowsGemm(args, context.sm_count, context.stream));
+    return absl::OkStatus();
+  }
+  // Seen column-major, y^T = w x^T.
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  RIDGE_CUBLAS_RETURN_IF_ERROR(
+      cublasGemmEx(context.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                   static_cast<int>(rows), static_cast<int>(in), &alpha, w, CUDA_R_16BF,
+                   static_cast<int>(in), x, CUDA_R_16BF, static_cast<int>(in), &beta, y, CUDA_R_32F,
+                   static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
+                       std::vector<int32_t>& token_marks, cuda::SamplingRowParams* params,
+                       std::vector<cuda::PenaltyEntry>* entries) {
+  std::fill(params, params + rows, cuda::SamplingRowParams{});  // padding rows: greedy
+  entries->clear();
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const TokenPick& pick = picks[i];
+    if (pick.sampler == nullptr) continue;
+    const SamplingParams& p = pick.sampler->params();
+    cuda::SamplingRowParams& row = params[i];
+    row.temperature = p.temperature;
+    row.top_k = p.top_k;
+    row.top_p = p.top_p;
+    row.min_p = p.min_p;
+    row.repetition_penalty = p.repetition_penalty;
+    row.presence_penalty = p.presence_penalty;
+    row.frequency_penalty = p.frequency_penalty;
+    row.logprobs = pick.logprobs ? 1 : 0;
+    row.top_logprobs = pick.logprobs ? pick.top_logprobs : 0;
+    row.uniform = pick.uniform;
+    row.penalty_begin = static_cast<int32_t>(entries->size());
+    // One entry per distinct token: the generated ones with their counts, then (only when the
+    // repetition penalty is on) the prompt's other tokens.
+    const bool repetition = p.repetition_penalty != 1.0f;
+    if (repetition || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+      for (int32_t token : pick.generated) ++token_marks[token];
+      for (int32_t token : pick.generated) {
+        if (token_marks[token] <= 0) continue;
+        entries->push_back({token, token_marks[token]});
+        token_marks[token] = -1;  // listed
+      }
+      if (repetition) {
+        for (int32_t token : pick.prompt) {
+          if (token_marks[token] != 0) continue;
+          entries->push_back({token, 0});
+          token_marks[token] = -1;
+        }
+      }
+      for (int32_t token : pick.generated) token_marks[token] = 0;
+      for (int32_t token : pick.prompt) token_marks[token] = 0;
+    }
+    row.penalty_count = static_cast<int32_t>(entries->size()) - row.penalty_begin;
+  }
+}
+
+void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,
+               std::vector<PickedToken>* picked) {
+  picked->assign(picks.size(), PickedToken{});
+  for (size_t i = 0; i < picks.size(); ++i) {
+    if (picks[i].sampler == nullptr) continue;
+    const cuda::SampledToken& from = sampled[i];
+    PickedToken& to = (*picked)[i];
+    to.token = from.token;
+    if (!picks[i].logprobs) continue;
+    to.logprob = from.logprob;
+    for (int32_t n = 0; n < picks[i].top_logprobs && from.top_tokens[n] >= 0; ++n) {
+      to.top.emplace_back(from.top_tokens[n], from.top_logprobs[n]);
+    }
+  }
+}
+
+void MergeSolveCounters(const cuda::SolveCounters* counters, int64_t heads, SolverStats* stats) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const cuda::SolveCounters& x = counters[h];
+    SolverStats s;
+    s.solves = x.solves;
+    s.total_iterations = x.total_iterations;
+    s.max_iterations = x.max_iterations;
+    s.capped = x.capped;
+    s.sum_relative_residual = x.sum_residual;
+    s.max_relative_residual = x.max_residual;
+    stats->Merge(s);
+  }
+}
+
+}  // namespace ridge

@@ -1,0 +1,53 @@
+// What every CUDA backend's step does the same way, whatever the model: the weight products
+// (bf16 weights, fp32 accumulation), the host side of picking tokens on the device (each row's
+// sampling parameters and penalty entries in, the picks out), and the solver counters merged
+// into a chunk's SolverStats. Not for use outside models/cuda.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/cuda/solve_counters.h"
+#include "kernels/cuda/token_sampling.h"
+#include "kernels/solver_types.h"
+#include "models/model_backend.h"
+
+namespace ridge {
+
+// The largest weight matrix (elements) that products of few rows give to cuda::LaunchFewRowsGemm.
+// cuBLAS streams larger ones faster (H200: the 1B config's in-projection, 7M elements, 6.4 us
+// against 6.8 at 1 row and 8.7 at 16; its o_proj, 2.4M, 6.2 against 3.3 at 1 row).
+inline constexpr int64_t kFewRowsMaxWeights = int64_t{4} << 20;
+
+struct GemmContext {
+  cublasHandle_t cublas = nullptr;
+  cudaStream_t stream = nullptr;
+  int32_t sm_count = 0;
+};
+
+// Row-major y[rows, out] (+)= x[rows, in] (bf16) * w[out, in]^T (bf16), fp32 y. Steps of up to
+// 32 rows take the project's own kernel for products of up to kFewRowsMaxWeights (1.1x to 2.5x
+// cuBLAS's speed there on an H200, tools/bench/RESULTS.md); everything else goes to cuBLAS.
+absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows, int64_t in,
+                        const void* w, int64_t out, float* y, bool accumulate);
+
+// Fills params[0, rows) (rows past the picks: greedy) and the penalty entries of a sampled step
+// from its picks (checked by ModelBackend::ValidatePicks). token_marks: [vocab] zeros, left
+// zero.
+void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
+                       std::vector<int32_t>& token_marks, cuda::SamplingRowParams* params,
+                       std::vector<cuda::PenaltyEntry>* entries);
+
+// The device's picks ([picks.size()]) as the caller's PickedTokens.
+void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,
+               std::vector<PickedToken>* picked);
+
+// One sequence's counters of `heads` heads added to its stats.
+void MergeSolveCounters(const cuda::SolveCounters* counters, int64_t heads, SolverStats* stats);
+
+}  // namespace ridge

@@ -1,0 +1,74 @@
+// The CUDA backend for hybrid models (hybrid_qwen3: Gated KalmaNet, full and sliding-window
+// attention layers): bf16 weights resident on one GPU, the products through cuBLAS (or the
+// project's few-rows kernel), one launch per layer for each mixer's per-sequence work (the GKA
+// recurrence with each sequence's own Chebyshev budget, paged GQA attention over the KV blocks),
+// every sequence's recurrent state in a pool of slots and the full-attention layers' keys and
+// values in a pool of bf16 KV blocks, both in GPU memory and sized by one planner.
+//
+// This header has no CUDA types: code built without CUDA can name the class, and Create fails
+// cleanly on a machine without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/hybrid_weights.h"
+#include "models/model_backend.h"
+
+namespace ridge {
+
+struct CudaHybridOptions {
+  int device = 0;
+  int64_t num_slots = 64;
+  // KV blocks to allocate; 0: as many as fit in the memory the planner gives the KV cache.
+  int64_t num_kv_blocks = 0;
+  int64_t kv_block_size = 16;
+  // The share of the GPU's memory the backend may take in all (weights, pools, step buffers),
+  // as vLLM's --gpu-memory-utilization.
+  double gpu_memory_utilization = 0.9;
+  // Tokens of KV cache per slot the planner aims for when num_kv_blocks is 0 (the rest of the
+  // budget beyond that goes to more blocks as well).
+  int64_t default_context_tokens = 8192;
+};
+
+class CudaHybridBackend : public ModelBackend {
+ public:
+  // Refuses (kUnimplemented, naming the shape) what its kernels do not take: head sizes other
+  // than 64 and 128, GQA groups other than 1, 2, 4 and 8, convolutions wider than 8, MesaNet
+  // layers. kFailedPrecondition without a GPU; kResourceExhausted when not even one sequence's
+  // state and one block fit.
+  static absl::StatusOr<std::unique_ptr<CudaHybridBackend>> Create(
+      const ModelSpec& spec, const HybridWeights& weights, const CudaHybridOptions& options);
+  ~CudaHybridBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  const ModelSpec& spec() const override;
+  int64_t num_slots() const override;
+  int64_t state_bytes_per_slot() const override;
+  const KvLayout& kv_layout() const override;
+  int64_t num_kv_blocks() const override;
+  int64_t SlotPosition(int64_t slot) const override;
+  int64_t preferred_prefill_tokens_per_step() const override { return 2048; }
+  absl::Status ResetSlot(int64_t slot) override;
+  absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
+                       std::vector<float>* logits) override;
+  absl::Status ForwardGreedy(std::span<const SlotChunk> chunks,
+                             std::vector<int32_t>* next_tokens) override;
+  absl::Status ForwardSample(std::span<const SlotChunk> chunks, std::span<const TokenPick> picks,
+                             std::vector<PickedToken>* picked) override;
+
+  // Device-to-device copy of a slot's state and position (its KV blocks are the caller's).
+  absl::Status CopySlot(int64_t from, int64_t to);
+  // A slot's recurrent state as fp32 floats (RecurrentLayout), for tests and debugging.
+  absl::Status ReadSlot(int64_t slot, std::vector<float>* state) const;
+  int64_t weight_bytes() const;
+
+ private:
+  struct Impl;
+  explicit CudaHybridBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ridge

@@ -1,0 +1,125 @@
+// The CUDA hybrid backend's internals, shared by its translation units: hybrid_backend.cc
+// (creation, weight upload, memory plan, slots, the public calls) and hybrid_backend_step.cc (a
+// step's table, its kernels and products, its outputs). Not for use outside models/cuda.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "models/cuda/device_memory.h"
+#include "models/cuda/device_step_support.h"
+#include "models/cuda/hybrid_backend.h"
+
+namespace ridge {
+
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+
+// Output widths of the products are rounded up to this many columns with zero weight rows
+// (cuBLAS is much slower for widths that are not multiples of 8; see the MesaNet backend).
+inline constexpr int64_t kHybridWidthMultiple = 16;
+
+inline int64_t PadWidth(int64_t width) {
+  return (width + kHybridWidthMultiple - 1) / kHybridWidthMultiple * kHybridWidthMultiple;
+}
+
+struct DeviceGkaLayer {
+  GkaSpec spec;
+  int64_t state_offset = 0;  // floats into a slot: Hs, Ss, then the convolution's tail
+  // One fused projection [proj_width (padded), C] bf16: q, k, v | a | b | alpha | g.
+  DeviceBuffer proj, o_proj;
+  int64_t proj_width = 0, channels = 0;  // channels: (Hq+Hk+Hv)*D, the convolved columns
+  int32_t a_column = 0, b_column = 0, alpha_column = 0, g_column = 0;
+  DeviceBuffer conv, b_bias, alpha_bias, decay_rate, dt_bias, o_norm;  // fp32
+};
+
+struct DeviceAttentionLayer {
+  AttentionSpec spec;
+  // Full attention: elements into a KV block; sliding window: floats into a slot (the ring).
+  int64_t memory_offset = 0;
+  DeviceBuffer qkv, o_proj;  // [proj_width (padded), C] bf16: q | k | v; [C, Hq*D]
+  int64_t proj_width = 0;
+  DeviceBuffer q_norm, k_norm;  // fp32 [D]
+  DeviceBuffer inv_freq;        // double [D/2]
+};
+
+struct DeviceHybridLayer {
+  DeviceBuffer input_norm, post_norm;  // fp32 [C]
+  std::variant<DeviceGkaLayer, DeviceAttentionLayer> mixer;
+  DeviceBuffer gate_up, down;  // bf16 [2I, C] (gate rows, then up), [C, I]
+  int64_t intermediate = 0;
+};
+
+struct CudaHybridBackend::Impl {
+  ModelSpec spec;
+  CudaHybridOptions options;
+  RecurrentLayout recurrent;
+  KvLayout kv;  // bf16 elements; a layer's part of a block: K [Hkv, bs, D], then V alike
+  int64_t num_kv_blocks = 0;
+  int64_t vocab_stride = 0;
+  int64_t weight_bytes = 0;
+  // The widest of each activation over the layers.
+  int64_t max_proj_width = 0, max_channels = 0, max_mixer_out = 0, max_intermediate = 0;
+  int64_t max_gka_heads = 0;  // the counters' stride
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  int32_t sm_count = 0;
+  DeviceBuffer cublas_workspace;
+  DeviceBuffer embedding, head, final_norm;
+  std::vector<DeviceHybridLayer> layers;
+  DeviceBuffer state_pool, kv_cache;
+  std::vector<int64_t> positions;  // per slot
+
+  // Step buffers, grown on demand for cap_rows token rows and cap_seqs sequences.
+  int64_t cap_rows = 0, cap_seqs = 0, cap_table = 0, cap_partials = 0;
+  DeviceBuffer table, hidden, normed, proj, qkv, mixer_out, mlp, act, final_normed, logits, argmax,
+      counters, partials;
+  PinnedBuffer host_table, host_logits, host_argmax, host_counters;
+  int64_t cap_logit_rows = 0;
+  DeviceBuffer sampling_params, sampled, penalties;
+  PinnedBuffer host_sampling_params, host_sampled, host_penalties;
+  int64_t cap_penalties = 0;
+  std::vector<int32_t> token_marks;  // [vocab], zero between steps
+
+  ~Impl() {
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  GemmContext gemm() const { return {cublas, stream, sm_count}; }
+
+  // Where each per-step array lies in the int32 table (sent in one copy per step).
+  struct StepTable {
+    int64_t rows = 0, seqs = 0, out_rows = 0;
+    int64_t ids = 0, row_sequence = 0, out_row = 0, row_begin = 0, row_count = 0, slot = 0,
+            start_position = 0, tolerance = 0, max_iterations = 0, table_begin = 0,
+            block_tables = 0, total = 0;
+    int64_t max_keys = 0;  // the most keys any row of the step attends to (full attention)
+  };
+  enum class Output { kLogits, kGreedy, kSampled };
+
+  absl::Status EnsureStepCapacity(int64_t rows, int64_t seqs, int64_t table_ints,
+                                  int64_t partial_floats);
+  absl::Status EnsureOutputCapacity(int64_t rows, Output output);
+  absl::Status EnsurePenaltyCapacity(int64_t entries);
+  // Checks that the chunks' KV block tables cover their positions (ValidateChunks checks the
+  // ids).
+  absl::Status CheckBlockTables(std::span<const SlotChunk> chunks) const;
+  StepTable BuildTable(std::span<const SlotChunk> chunks, bool all_rows);
+  absl::Status PrepareSampling(std::span<const TokenPick> picks, int64_t rows);
+  absl::Status EnqueueStep(const StepTable& t, Output output);
+  absl::Status EnqueueGka(const DeviceGkaLayer& layer, const StepTable& t);
+  absl::Status EnqueueAttention(const DeviceAttentionLayer& layer, const StepTable& t);
+  absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, Output output,
+                       std::span<const TokenPick> picks, int64_t* out_rows);
+
+  int32_t* DeviceTable(int64_t offset) const { return table.as<int32_t>() + offset; }
+};
+
+}  // namespace ridge

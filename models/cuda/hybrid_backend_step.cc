@@ -1,0 +1,446 @@
+// A step of the CUDA hybrid backend: its table built on the host and sent in one copy, its
+// buffers grown, its layers enqueued (a product, then one launch per mixer stage, per layer),
+// its outputs copied back and its solver counters merged.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/causal_conv.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gka_recurrence.h"
+#include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/qk_rope.h"
+#include "kernels/cuda/row_kernels.h"
+#include "models/cuda/hybrid_backend_impl.h"
+
+namespace ridge {
+
+absl::Status CudaHybridBackend::Impl::EnsureStepCapacity(int64_t rows, int64_t seqs,
+                                                         int64_t table_ints,
+                                                         int64_t partial_floats) {
+  if (rows > cap_rows || seqs > cap_seqs) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    const int64_t new_seqs = std::max({cap_seqs, seqs, int64_t{64}});
+    const int64_t new_rows = std::max({cap_rows, rows, new_seqs, int64_t{256}});
+    const int64_t c = spec.hidden_size;
+    const size_t counter_bytes =
+        new_seqs * std::max<int64_t>(1, max_gka_heads) * sizeof(cuda::SolveCounters);
+    cuda::BufferRenewal renew;
+    RETURN_IF_ERROR(renew.Device(&hidden, new_rows * c * sizeof(float)));
+    RETURN_IF_ERROR(renew.Device(&normed, new_rows * c * 2));
+    RETURN_IF_ERROR(renew.Device(&proj, new_rows * max_proj_width * sizeof(float)));
+    RETURN_IF_ERROR(
+        renew.Device(&qkv, new_rows * std::max<int64_t>(1, max_channels) * sizeof(float)));
+    RETURN_IF_ERROR(renew.Device(&mixer_out, new_rows * max_mixer_out * 2));
+    RETURN_IF_ERROR(renew.Device(&mlp, new_rows * 2 * max_intermediate * sizeof(float)));
+    RETURN_IF_ERROR(renew.Device(&act, new_rows * max_intermediate * 2));
+    RETURN_IF_ERROR(renew.Device(&counters, counter_bytes));
+    RETURN_IF_ERROR(renew.Pinned(&host_counters, counter_bytes));
+    renew.Commit();
+    cap_rows = new_rows;
+    cap_seqs = new_seqs;
+  }
+  if (table_ints > cap_table) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    const int64_t ints = std::max(table_ints, 2 * cap_table);
+    cuda::BufferRenewal renew;
+    RETURN_IF_ERROR(renew.Device(&table, ints * sizeof(int32_t)));
+    RETURN_IF_ERROR(renew.Pinned(&host_table, ints * sizeof(int32_t)));
+    renew.Commit();
+    cap_table = ints;
+  }
+  if (partial_floats > cap_partials) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    const int64_t floats = std::max(partial_floats, 2 * cap_partials);
+    RETURN_IF_ERROR(partials.Allocate(floats * sizeof(float)));
+    cap_partials = floats;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::EnsureOutputCapacity(int64_t rows, Output output) {
+  if (rows <= cap_logit_rows && (output != Output::kLogits || !host_logits.empty())) {
+    return absl::OkStatus();
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const int64_t new_rows = std::max(rows, cap_logit_rows);
+  const int64_t c = spec.hidden_size;
+  // Logits can be gigabytes when every row's are wanted: the old buffers go first.
+  logits = DeviceBuffer();
+  host_logits = PinnedBuffer();
+  RETURN_IF_ERROR(logits.Allocate(new_rows * vocab_stride * sizeof(float)));
+  if (output == Output::kLogits) {
+    RETURN_IF_ERROR(host_logits.Allocate(new_rows * spec.vocab_size * sizeof(float)));
+  }
+  const size_t params_bytes = new_rows * sizeof(cuda::SamplingRowParams);
+  const size_t sampled_bytes = new_rows * sizeof(cuda::SampledToken);
+  cuda::BufferRenewal renew;
+  RETURN_IF_ERROR(renew.Device(&final_normed, new_rows * c * 2));
+  RETURN_IF_ERROR(renew.Device(&argmax, new_rows * sizeof(int32_t)));
+  RETURN_IF_ERROR(renew.Pinned(&host_argmax, new_rows * sizeof(int32_t)));
+  RETURN_IF_ERROR(renew.Device(&sampling_params, params_bytes));
+  RETURN_IF_ERROR(renew.Pinned(&host_sampling_params, params_bytes));
+  RETURN_IF_ERROR(renew.Device(&sampled, sampled_bytes));
+  RETURN_IF_ERROR(renew.Pinned(&host_sampled, sampled_bytes));
+  renew.Commit();
+  cap_logit_rows = new_rows;
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::EnsurePenaltyCapacity(int64_t entries) {
+  if (entries <= cap_penalties) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const int64_t n = std::max(entries, 2 * cap_penalties);
+  cuda::BufferRenewal renew;
+  RETURN_IF_ERROR(renew.Device(&penalties, n * sizeof(cuda::PenaltyEntry)));
+  RETURN_IF_ERROR(renew.Pinned(&host_penalties, n * sizeof(cuda::PenaltyEntry)));
+  renew.Commit();
+  cap_penalties = n;
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::CheckBlockTables(std::span<const SlotChunk> chunks) const {
+  if (kv.empty()) return absl::OkStatus();
+  for (const SlotChunk& chunk : chunks) {
+    const int64_t end = positions[chunk.slot] + static_cast<int64_t>(chunk.tokens.size());
+    const int64_t needed = kv.BlocksFor(end);
+    if (static_cast<int64_t>(chunk.kv_blocks.size()) < needed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot ", chunk.slot, ": its KV block table has ", chunk.kv_blocks.size(),
+                       " blocks; positions up to ", end, " need ", needed));
+    }
+  }
+  return absl::OkStatus();
+}
+
+CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
+    std::span<const SlotChunk> chunks, bool all_rows) {
+  StepTable t;
+  t.seqs = static_cast<int64_t>(chunks.size());
+  int64_t blocks = 0;
+  for (const SlotChunk& chunk : chunks) {
+    const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+    t.rows += n;
+    const int64_t end = positions[chunk.slot] + n;
+    blocks += kv.BlocksFor(end);
+    t.max_keys = std::max(t.max_keys, end);
+  }
+  t.out_rows = all_rows ? t.rows : t.seqs;
+  int64_t at = 0;
+  auto take = [&](int64_t n) {
+    const int64_t offset = at;
+    at += n;
+    return offset;
+  };
+  t.ids = take(t.rows);
+  t.row_sequence = take(t.rows);
+  t.out_row = take(t.out_rows);
+  t.row_begin = take(t.seqs);
+  t.row_count = take(t.seqs);
+  t.slot = take(t.seqs);
+  t.start_position = take(t.seqs);
+  t.tolerance = take(t.seqs);
+  t.max_iterations = take(t.seqs);
+  t.table_begin = take(t.seqs);
+  t.block_tables = take(blocks);
+  t.total = at;
+  return t;
+}
+
+absl::Status CudaHybridBackend::Impl::PrepareSampling(std::span<const TokenPick> picks,
+                                                      int64_t rows) {
+  if (token_marks.empty()) token_marks.assign(spec.vocab_size, 0);
+  auto* params = host_sampling_params.as<cuda::SamplingRowParams>();
+  std::vector<cuda::PenaltyEntry> entries;
+  BuildSamplingRows(picks, rows, token_marks, params, &entries);
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_params.as<void>(), params,
+                                             rows * sizeof(cuda::SamplingRowParams),
+                                             cudaMemcpyHostToDevice, stream));
+  if (!entries.empty()) {
+    RETURN_IF_ERROR(EnsurePenaltyCapacity(static_cast<int64_t>(entries.size())));
+    std::memcpy(host_penalties.as<void>(), entries.data(),
+                entries.size() * sizeof(cuda::PenaltyEntry));
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(penalties.as<void>(), host_penalties.as<void>(),
+                                               entries.size() * sizeof(cuda::PenaltyEntry),
+                                               cudaMemcpyHostToDevice, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks, LogitsFor which,
+                                              Output output, std::span<const TokenPick> picks,
+                                              int64_t* out_rows) {
+  // A step that failed half-way may have left work queued that reads the host table.
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  RETURN_IF_ERROR(CheckBlockTables(chunks));
+  const StepTable t = BuildTable(chunks, which == LogitsFor::kAllTokens);
+  int64_t partial_floats = 0;
+  for (const DeviceHybridLayer& layer : layers) {
+    const auto* a = std::get_if<DeviceAttentionLayer>(&layer.mixer);
+    if (a == nullptr) continue;
+    const int64_t max_keys =
+        a->spec.window > 0 ? std::min<int64_t>(a->spec.window, t.max_keys) : t.max_keys;
+    int32_t split_keys = 0;
+    const int32_t splits =
+        cuda::PickAttentionSplits(t.rows, a->spec.kv_heads, max_keys, sm_count, &split_keys);
+    partial_floats = std::max(
+        partial_floats,
+        cuda::PagedAttentionScratchFloats(t.rows, a->spec.q_heads, a->spec.head_dim, splits));
+  }
+  RETURN_IF_ERROR(EnsureStepCapacity(t.rows, t.seqs, t.total, partial_floats));
+  RETURN_IF_ERROR(EnsureOutputCapacity(t.out_rows, output));
+
+  int32_t* host = host_table.as<int32_t>();
+  int64_t row = 0, block_at = 0;
+  for (int64_t i = 0; i < t.seqs; ++i) {
+    const SlotChunk& chunk = chunks[i];
+    const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+    const int64_t start = positions[chunk.slot];
+    host[t.row_begin + i] = static_cast<int32_t>(row);
+    host[t.row_count + i] = static_cast<int32_t>(n);
+    host[t.slot + i] = static_cast<int32_t>(chunk.slot);
+    host[t.start_position + i] = static_cast<int32_t>(start);
+    std::memcpy(&host[t.tolerance + i], &chunk.solver.tolerance, sizeof(float));
+    host[t.max_iterations + i] = chunk.solver.max_iterations;
+    host[t.table_begin + i] = static_cast<int32_t>(block_at);
+    const int64_t blocks = kv.BlocksFor(start + n);
+    std::copy_n(chunk.kv_blocks.begin(), blocks, host + t.block_tables + block_at);
+    block_at += blocks;
+    for (int32_t token : chunk.tokens) {
+      host[t.ids + row] = token;
+      host[t.row_sequence + row] = static_cast<int32_t>(i);
+      if (t.out_rows == t.rows) host[t.out_row + row] = static_cast<int32_t>(row);
+      ++row;
+    }
+    if (t.out_rows != t.rows) host[t.out_row + i] = static_cast<int32_t>(row - 1);
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), host, t.total * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, stream));
+  if (output == Output::kSampled) RETURN_IF_ERROR(PrepareSampling(picks, t.out_rows));
+  RETURN_IF_ERROR(EnqueueStep(t, output));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+
+  for (const SlotChunk& chunk : chunks) positions[chunk.slot] += chunk.tokens.size();
+  if (max_gka_heads > 0) {
+    const auto* c = host_counters.as<const cuda::SolveCounters>();
+    for (int64_t i = 0; i < t.seqs; ++i) {
+      if (chunks[i].stats != nullptr) {
+        MergeSolveCounters(c + i * max_gka_heads, max_gka_heads, chunks[i].stats);
+      }
+    }
+  }
+  *out_rows = t.out_rows;
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::EnqueueStep(const StepTable& t, Output output) {
+  const int64_t c = spec.hidden_size;
+  const float eps = static_cast<float>(spec.rms_norm_eps);
+  cudaStream_t s = stream;
+  if (max_gka_heads > 0) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+        counters.as<void>(), 0, t.seqs * max_gka_heads * sizeof(cuda::SolveCounters), s));
+  }
+  const DeviceBuffer& embeddings = embedding.empty() ? head : embedding;
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedRows(DeviceTable(t.ids), embeddings.as<void>(),
+                                                   t.rows, c, hidden.as<float>(), s));
+  for (const DeviceHybridLayer& layer : layers) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
+                                                         layer.input_norm.as<float>(), t.rows, c,
+                                                         eps, normed.as<void>(), s));
+    if (const auto* g = std::get_if<DeviceGkaLayer>(&layer.mixer)) {
+      RETURN_IF_ERROR(EnqueueGka(*g, t));
+    } else {
+      RETURN_IF_ERROR(EnqueueAttention(std::get<DeviceAttentionLayer>(layer.mixer), t));
+    }
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
+                                                         layer.post_norm.as<float>(), t.rows, c,
+                                                         eps, normed.as<void>(), s));
+    const int64_t inter = layer.intermediate;
+    RETURN_IF_ERROR(WeightGemm(gemm(), normed.as<void>(), t.rows, c, layer.gate_up.as<void>(),
+                               2 * inter, mlp.as<float>(), false));
+    RIDGE_CUDA_RETURN_IF_ERROR(
+        cuda::LaunchSwiGlu(mlp.as<float>(), t.rows, inter, act.as<void>(), s));
+    RETURN_IF_ERROR(WeightGemm(gemm(), act.as<void>(), t.rows, inter, layer.down.as<void>(), c,
+                               hidden.as<float>(), true));
+  }
+  const bool all_rows = t.out_rows == t.rows;
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(
+      hidden.as<float>(), all_rows ? nullptr : DeviceTable(t.out_row), final_norm.as<float>(),
+      t.out_rows, c, eps, final_normed.as<void>(), s));
+  RETURN_IF_ERROR(WeightGemm(gemm(), final_normed.as<void>(), t.out_rows, c, head.as<void>(),
+                             vocab_stride, logits.as<float>(), false));
+  const int32_t vocab = static_cast<int32_t>(spec.vocab_size);
+  switch (output) {
+    case Output::kGreedy:
+      RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchArgmaxRows(logits.as<float>(), t.out_rows, vocab,
+                                                        vocab_stride, argmax.as<int32_t>(), s));
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_argmax.as<void>(), argmax.as<void>(),
+                                                 t.out_rows * sizeof(int32_t),
+                                                 cudaMemcpyDeviceToHost, s));
+      break;
+    case Output::kSampled: {
+      cuda::TokenSamplingArgs sampling{};
+      sampling.logits = logits.as<float>();
+      sampling.row_stride = vocab_stride;
+      sampling.vocab_size = vocab;
+      sampling.num_rows = static_cast<int32_t>(t.out_rows);
+      sampling.params = sampling_params.as<cuda::SamplingRowParams>();
+      sampling.penalties = penalties.as<cuda::PenaltyEntry>();
+      sampling.out = sampled.as<cuda::SampledToken>();
+      RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchTokenSampling(sampling, s));
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_sampled.as<void>(), sampled.as<void>(),
+                                                 t.out_rows * sizeof(cuda::SampledToken),
+                                                 cudaMemcpyDeviceToHost, s));
+      break;
+    }
+    case Output::kLogits:
+      RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(host_logits.as<void>(), vocab * sizeof(float),
+                                                   logits.as<void>(), vocab_stride * sizeof(float),
+                                                   vocab * sizeof(float), t.out_rows,
+                                                   cudaMemcpyDeviceToHost, s));
+      break;
+  }
+  if (max_gka_heads > 0) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_counters.as<void>(), counters.as<void>(),
+                                               t.seqs * max_gka_heads * sizeof(cuda::SolveCounters),
+                                               cudaMemcpyDeviceToHost, s));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::EnqueueGka(const DeviceGkaLayer& layer, const StepTable& t) {
+  const GkaSpec& g = layer.spec;
+  const int64_t c = spec.hidden_size, hx = g.expanded_heads(), d = g.head_dim;
+  RETURN_IF_ERROR(WeightGemm(gemm(), normed.as<void>(), t.rows, c, layer.proj.as<void>(),
+                             layer.proj_width, proj.as<float>(), false));
+  cuda::CausalConvArgs conv{};
+  conv.num_sequences = static_cast<int32_t>(t.seqs);
+  conv.row_begin = DeviceTable(t.row_begin);
+  conv.row_count = DeviceTable(t.row_count);
+  conv.slot = DeviceTable(t.slot);
+  conv.channels = static_cast<int32_t>(layer.channels);
+  conv.width = static_cast<int32_t>(g.conv_size);
+  conv.in = proj.as<float>();
+  conv.in_stride = layer.proj_width;
+  conv.weight = layer.conv.as<float>();
+  conv.state_pool = state_pool.as<float>();
+  conv.slot_floats = recurrent.floats_per_slot;
+  conv.tail_offset = layer.state_offset + 2 * hx * d * d;
+  conv.out = qkv.as<float>();
+  conv.out_stride = layer.channels;
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchCausalConvSilu(conv, stream));
+
+  cuda::GkaRecurrenceArgs r{};
+  r.num_sequences = static_cast<int32_t>(t.seqs);
+  r.q_heads = static_cast<int32_t>(g.q_heads);
+  r.k_heads = static_cast<int32_t>(g.k_heads);
+  r.v_heads = static_cast<int32_t>(g.v_heads);
+  r.heads = static_cast<int32_t>(hx);
+  r.head_dim = static_cast<int32_t>(d);
+  r.sequences = {DeviceTable(t.row_begin), DeviceTable(t.row_count), DeviceTable(t.slot),
+                 reinterpret_cast<const float*>(DeviceTable(t.tolerance)),
+                 DeviceTable(t.max_iterations)};
+  r.qkv = qkv.as<float>();
+  r.qkv_stride = layer.channels;
+  r.proj = proj.as<float>();
+  r.proj_stride = layer.proj_width;
+  r.a_column = layer.a_column;
+  r.b_column = layer.b_column;
+  r.alpha_column = layer.alpha_column;
+  r.g_column = layer.g_column;
+  r.b_bias = layer.b_bias.as<float>();
+  r.alpha_bias = layer.alpha_bias.as<float>();
+  r.decay_rate = layer.decay_rate.as<float>();
+  r.dt_bias = layer.dt_bias.as<float>();
+  r.o_norm = layer.o_norm.as<float>();
+  r.norm_eps = static_cast<float>(g.norm_eps);
+  r.state_pool = state_pool.as<float>();
+  r.slot_floats = recurrent.floats_per_slot;
+  r.layer_offset = layer.state_offset;
+  r.ridge_strength = static_cast<float>(g.ridge_strength);
+  r.solve = g.num_iter > 0;
+  r.out_bf16 = mixer_out.as<void>();
+  r.out_stride = hx * d;
+  r.counters = counters.as<cuda::SolveCounters>();
+  r.counters_stride = static_cast<int32_t>(max_gka_heads);
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchGkaRecurrence(r, stream));
+  return WeightGemm(gemm(), mixer_out.as<void>(), t.rows, hx * d, layer.o_proj.as<void>(), c,
+                    hidden.as<float>(), true);
+}
+
+absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLayer& layer,
+                                                       const StepTable& t) {
+  const AttentionSpec& a = layer.spec;
+  const int64_t c = spec.hidden_size, d = a.head_dim;
+  RETURN_IF_ERROR(WeightGemm(gemm(), normed.as<void>(), t.rows, c, layer.qkv.as<void>(),
+                             layer.proj_width, proj.as<float>(), false));
+  cuda::AttentionStep step{};
+  step.rows = static_cast<int32_t>(t.rows);
+  step.row_sequence = DeviceTable(t.row_sequence);
+  step.row_begin = DeviceTable(t.row_begin);
+  step.start_position = DeviceTable(t.start_position);
+  step.table_begin = DeviceTable(t.table_begin);
+  step.block_tables = DeviceTable(t.block_tables);
+  step.slot = DeviceTable(t.slot);
+  const bool windowed = a.window > 0;
+  cuda::PagedKv paged{};
+  cuda::WindowKv ring{};
+  if (windowed) {
+    ring = {state_pool.as<float>(), recurrent.floats_per_slot, layer.memory_offset,
+            static_cast<int32_t>(a.window)};
+  } else {
+    paged = {kv_cache.as<void>(), kv.floats_per_block(), layer.memory_offset,
+             static_cast<int32_t>(kv.block_size)};
+  }
+
+  cuda::QkRopeArgs rope{};
+  rope.step = step;
+  rope.q_heads = static_cast<int32_t>(a.q_heads);
+  rope.kv_heads = static_cast<int32_t>(a.kv_heads);
+  rope.head_dim = static_cast<int32_t>(d);
+  rope.proj = proj.as<float>();
+  rope.proj_stride = layer.proj_width;
+  rope.q_norm = layer.q_norm.as<float>();
+  rope.k_norm = layer.k_norm.as<float>();
+  rope.norm_eps = static_cast<float>(a.qk_norm_eps);
+  rope.inv_freq = layer.inv_freq.as<double>();
+  rope.attention_factor = static_cast<float>(a.rope.attention_factor);
+  rope.kv = paged;
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchQkRope(rope, stream));
+
+  cuda::PagedAttentionArgs attention{};
+  attention.step = step;
+  attention.q_heads = rope.q_heads;
+  attention.kv_heads = rope.kv_heads;
+  attention.head_dim = rope.head_dim;
+  attention.proj = proj.as<float>();
+  attention.proj_stride = layer.proj_width;
+  attention.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  attention.paged = paged;
+  attention.ring = ring;
+  const int64_t max_keys = windowed ? std::min<int64_t>(a.window, t.max_keys) : t.max_keys;
+  attention.max_splits =
+      cuda::PickAttentionSplits(t.rows, a.kv_heads, max_keys, sm_count, &attention.split_keys);
+  attention.partials = partials.as<float>();
+  attention.out_bf16 = mixer_out.as<void>();
+  attention.out_stride = a.q_heads * d;
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(attention, stream));
+  if (windowed) {
+    cuda::RingWriteArgs write{};
+    write.step = step;
+    write.row_count = DeviceTable(t.row_count);
+    write.kv_width = static_cast<int32_t>(a.kv_heads * d);
+    write.proj = proj.as<float>();
+    write.proj_stride = layer.proj_width;
+    write.k_column = static_cast<int32_t>(a.q_heads * d);
+    write.ring = ring;
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRingWrite(write, stream));
+  }
+  return WeightGemm(gemm(), mixer_out.as<void>(), t.rows, a.q_heads * d, layer.o_proj.as<void>(), c,
+                    hidden.as<float>(), true);
+}
+
+}  // namespace ridge

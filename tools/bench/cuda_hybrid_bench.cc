@@ -1,0 +1,213 @@
+// GPU throughput of the CUDA hybrid backend (hybrid_qwen3) on random weights in the shape of a
+// config (like vLLM's dummy load format): the time to first token of one long prompt, prefill
+// tok/s of a batch of long prompts, and pure decode tok/s at long contexts with as many
+// sequences as fit, per iteration cap and tolerance, with the bytes a decode step must move
+// (weights, every sequence's KV and recurrent state) against the device's copy ceiling measured
+// in the same run.
+//
+//   cuda_hybrid_bench --config tools/bench/configs/hqwen3-8b-gka.json [--contexts 16384,32768]
+//       [--max-batch 0 (as many as fit)] [--iterations 30,10] [--tolerances 0,1e-3]
+//       [--decode-steps 8] [--ttft 14336] [--prefill-batch 8] [--prefill-len 16384]
+//       [--chunk 2048] [--gpu-memory-utilization 0.92]
+//
+// Decode at context L: one real L-token prefill, its recurrent state copied into every slot;
+// their KV blocks (distinct per sequence) hold zeros, as the kernels' bytes and work do not
+// depend on the values. --prefill-len 0 or --ttft 0 skips those parts.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "models/arch/load_model.h"
+#include "models/cuda/device_memory.h"
+#include "models/cuda/hybrid_backend.h"
+#include "server/cli_args.h"
+
+namespace ridge {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int32_t TokenAt(int64_t t, int64_t seed, int64_t vocab) {
+  return static_cast<int32_t>((t * 7919 + seed * 104729 + 11) % vocab);
+}
+
+// The KV blocks of sequence s: blocks [s * per_sequence, (s + 1) * per_sequence).
+std::vector<int32_t> BlockTable(int64_t s, int64_t per_sequence) {
+  std::vector<int32_t> table(per_sequence);
+  for (int64_t i = 0; i < per_sequence; ++i) table[i] = static_cast<int32_t>(s * per_sequence + i);
+  return table;
+}
+
+// Prefills `count` sequences (slots first..first+count) of `length` tokens in pieces of `chunk`,
+// all of them in every step; returns the seconds.
+absl::StatusOr<double> Prefill(CudaHybridBackend& b, int64_t first, int64_t count, int64_t length,
+                               int64_t chunk, const std::vector<std::vector<int32_t>>& tables,
+                               int32_t max_iterations) {
+  std::vector<std::vector<int32_t>> prompts(count);
+  for (int64_t s = 0; s < count; ++s) {
+    RETURN_IF_ERROR(b.ResetSlot(first + s));
+    for (int64_t t = 0; t < length; ++t) prompts[s].push_back(TokenAt(t, s, b.spec().vocab_size));
+  }
+  const auto start = Clock::now();
+  std::vector<int32_t> next;
+  for (int64_t at = 0; at < length; at += chunk) {
+    const int64_t n = std::min(chunk, length - at);
+    std::vector<SlotChunk> chunks;
+    for (int64_t s = 0; s < count; ++s) {
+      chunks.push_back({.slot = first + s,
+                        .tokens = std::span<const int32_t>(prompts[s]).subspan(at, n),
+                        .solver = {0.0f, max_iterations},
+                        .phase = SolvePhase::kPrefill,
+                        .kv_blocks = tables[first + s]});
+    }
+    RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+  }
+  return SecondsSince(start);
+}
+
+absl::Status Bench(int argc, char** argv) {
+  ASSIGN_OR_RETURN(
+      const CliArgs args,
+      CliArgs::Parse(argc, argv,
+                     {"config", "contexts", "max-batch", "iterations", "tolerances", "decode-steps",
+                      "ttft", "prefill-batch", "prefill-len", "chunk", "gpu-memory-utilization"}));
+  ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
+  ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
+  ASSIGN_OR_RETURN(const int64_t max_batch, args.Int("max-batch", 0));
+  ASSIGN_OR_RETURN(const auto iteration_caps, args.NumberList("iterations", "30,10"));
+  ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3"));
+  ASSIGN_OR_RETURN(const int64_t steps, args.Int("decode-steps", 8));
+  ASSIGN_OR_RETURN(const int64_t ttft_len, args.Int("ttft", 14336));
+  ASSIGN_OR_RETURN(const int64_t prefill_batch, args.Int("prefill-batch", 8));
+  ASSIGN_OR_RETURN(const int64_t prefill_len, args.Int("prefill-len", 16384));
+  ASSIGN_OR_RETURN(const int64_t chunk, args.Int("chunk", 2048));
+  ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.92));
+
+  ASSIGN_OR_RETURN(const std::unique_ptr<Model> model,
+                   LoadModel(config_path, LoadFormat::kRandom, 16, 1234));
+  const ModelSpec& spec = model->spec();
+  if (model->hybrid_weights() == nullptr) {
+    return absl::InvalidArgumentError("--config must describe a hybrid_qwen3 model");
+  }
+  int64_t max_context = std::max(ttft_len, prefill_len);
+  for (double c : contexts) max_context = std::max(max_context, static_cast<int64_t>(c));
+  const auto created = Clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaHybridBackend> backend,
+                   CudaHybridBackend::Create(spec, *model->hybrid_weights(),
+                                             {.num_slots = 513,
+                                              .num_kv_blocks = 0,
+                                              .kv_block_size = 16,
+                                              .gpu_memory_utilization = utilization}));
+  CudaHybridBackend& b = *backend;
+  const KvLayout& kv = b.kv_layout();
+  ASSIGN_OR_RETURN(const double ceiling, cuda::MeasureDeviceCopyBandwidth(2ll << 30));
+  std::printf(
+      "config %s: %s, %lld parameters, %lld bytes of bf16 weights (uploaded in %.1f s); %lld "
+      "slots of %lld state bytes, %lld KV blocks of %lld tokens (%lld bytes/token); copy ceiling "
+      "%.3f TB/s\n",
+      config_path.c_str(), spec.LayerPattern().c_str(),
+      static_cast<long long>(spec.ParameterCount()), static_cast<long long>(b.weight_bytes()),
+      SecondsSince(created), static_cast<long long>(b.num_slots()),
+      static_cast<long long>(b.state_bytes_per_slot()), static_cast<long long>(b.num_kv_blocks()),
+      static_cast<long long>(kv.block_size), static_cast<long long>(kv.bytes_per_token()),
+      ceiling / 1e12);
+  std::fflush(stdout);
+
+  // Every slot gets its own blocks, enough for the longest context (the slots past what fits
+  // share nothing and are not used).
+  const int64_t per_sequence = kv.BlocksFor(max_context + steps + 2);
+  // The last slot keeps each context's template state.
+  const int64_t template_slot = b.num_slots() - 1;
+  const int64_t fit = std::min<int64_t>(template_slot, b.num_kv_blocks() / per_sequence);
+  if (fit < 1) return absl::ResourceExhaustedError("not even one sequence fits");
+  std::vector<std::vector<int32_t>> tables;
+  for (int64_t s = 0; s < fit; ++s) tables.push_back(BlockTable(s, per_sequence));
+  const int32_t default_cap = DefaultSolverIterations(spec);
+
+  if (ttft_len > 0) {
+    ASSIGN_OR_RETURN(const double seconds, Prefill(b, 0, 1, ttft_len, chunk, tables, default_cap));
+    std::printf("ttft prompt %lld: %.3f s (%.0f tok/s, chunks of %lld)\n",
+                static_cast<long long>(ttft_len), seconds, ttft_len / seconds,
+                static_cast<long long>(chunk));
+    std::fflush(stdout);
+  }
+  if (prefill_len > 0 && prefill_batch > 0) {
+    const int64_t count = std::min(prefill_batch, fit);
+    ASSIGN_OR_RETURN(const double seconds,
+                     Prefill(b, 0, count, prefill_len, std::max<int64_t>(1, chunk / count), tables,
+                             default_cap));
+    std::printf("prefill %lld x %lld: %.3f s, %.0f tok/s\n", static_cast<long long>(count),
+                static_cast<long long>(prefill_len), seconds, count * prefill_len / seconds);
+    std::fflush(stdout);
+  }
+
+  for (double context_value : contexts) {
+    const int64_t context = static_cast<int64_t>(context_value);
+    const int64_t batch = max_batch > 0 ? std::min(max_batch, fit) : fit;
+    ASSIGN_OR_RETURN(const double template_seconds,
+                     Prefill(b, 0, 1, context, chunk, tables, default_cap));
+    RETURN_IF_ERROR(b.CopySlot(0, template_slot));
+    std::printf("context %lld: template prefill %.2f s; decode batch %lld\n",
+                static_cast<long long>(context), template_seconds, static_cast<long long>(batch));
+    std::fflush(stdout);
+    for (double cap_value : iteration_caps) {
+      for (double tol : tolerances) {
+        for (int64_t s = 0; s < batch; ++s) RETURN_IF_ERROR(b.CopySlot(template_slot, s));
+        std::vector<int32_t> tokens(batch);
+        std::vector<SolverStats> stats(batch);
+        std::vector<int32_t> next;
+        double seconds = 0;
+        for (int64_t step = 0; step < steps + 2; ++step) {
+          std::vector<SlotChunk> chunks;
+          for (int64_t s = 0; s < batch; ++s) {
+            tokens[s] = TokenAt(context + step, s, spec.vocab_size);
+            chunks.push_back({.slot = s,
+                              .tokens = std::span<const int32_t>(&tokens[s], 1),
+                              .solver = {static_cast<float>(tol), static_cast<int32_t>(cap_value)},
+                              .stats = step >= 2 ? &stats[s] : nullptr,
+                              .phase = SolvePhase::kDecode,
+                              .kv_blocks = tables[s]});
+          }
+          const auto start = Clock::now();
+          RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+          if (step >= 2) seconds += SecondsSince(start);  // two warm-up steps
+        }
+        SolverStats all;
+        for (const SolverStats& s : stats) all.Merge(s);
+        const double step_s = seconds / steps;
+        const double bytes = static_cast<double>(b.weight_bytes()) +
+                             batch * (static_cast<double>(context) * kv.bytes_per_token() +
+                                      2.0 * b.state_bytes_per_slot());
+        const double limit_tok_s = batch / (bytes / ceiling);
+        std::printf(
+            "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s  "
+            "mean_iters %5.2f  bytes/step %.2f GB  %.2f TB/s  byte limit %.0f tok/s (%.0f%%)\n",
+            static_cast<long long>(context), static_cast<long long>(batch),
+            static_cast<int>(cap_value), tol, step_s * 1e3, batch / step_s, all.MeanIterations(),
+            bytes / 1e9, bytes / step_s / 1e12, limit_tok_s,
+            100.0 * (batch / step_s) / limit_tok_s);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace ridge
+
+int main(int argc, char** argv) {
+  const absl::Status status = ridge::Bench(argc - 1, argv + 1);
+  if (!status.ok()) {
+    std::fprintf(stderr, "cuda_hybrid_bench: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
