@@ -13,6 +13,7 @@ struct AttentionStep {
   int32_t rows = 0;
   const int32_t* row_sequence = nullptr;  // [rows]
   const int32_t* row_begin = nullptr;     // [sequences]
+  const int32_t* row_count = nullptr;     // [sequences]
   const int32_t* start_position = nullptr;
   // Paged layers: sequence s's block table is block_tables[table_begin[s] ...]; entry i holds
   // positions [i * block_size, (i + 1) * block_size).

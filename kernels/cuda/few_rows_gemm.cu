@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/bf16_mma.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/few_rows_gemm.h"
 
@@ -18,14 +19,6 @@ constexpr int kMaxK = 4096;
 __host__ __device__ constexpr int BlocksPerWarp(int m_tiles, int n_tiles) {
   const int blocks = (100 - 4 * m_tiles * n_tiles) / (4 * (n_tiles + 2 * m_tiles));
   return blocks > 1 ? blocks : 1;
-}
-
-__device__ __forceinline__ void MmaBf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Block b computes columns [8 NT b, + 8 NT) of y for rows [0, 16 MT) (those < rows). In a block

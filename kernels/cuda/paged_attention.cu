@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/paged_attention.h"
 
@@ -45,18 +46,41 @@ __device__ RowKeys KeysOf(const PagedAttentionArgs& a, int r, int seq) {
   return keys;
 }
 
-// Eight dimensions [sub * 8, sub * 8 + 8) of the key and the value at `position`.
+// Eight dimensions [sub * 8, sub * 8 + 8) of a key and its value as stored: bf16 in the KV
+// blocks, fp32 in the ring and the step's rows. Loaded for several keys before any is used, so
+// a warp has that many loads in flight.
+template <bool kPaged>
+struct RawKeyValue;
+template <>
+struct RawKeyValue<true> {
+  uint4 key, value;
+  __device__ void ToFloat(float* k, float* v) const {
+    LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&key), k);
+    LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&value), v);
+  }
+};
+template <>
+struct RawKeyValue<false> {
+  float4 key[2], value[2];
+  __device__ void ToFloat(float* k, float* v) const {
+    LoadF32x8(reinterpret_cast<const float*>(key), k);
+    LoadF32x8(reinterpret_cast<const float*>(value), v);
+  }
+};
+
 template <int D, bool kPaged>
-__device__ void LoadKeyValue(const PagedAttentionArgs& a, int seq, int kv_head, int64_t position,
-                             int sub, float* key, float* value) {
+__device__ RawKeyValue<kPaged> LoadKeyValue(const PagedAttentionArgs& a, int seq, int kv_head,
+                                            int64_t position, int sub) {
+  RawKeyValue<kPaged> raw;
   if constexpr (kPaged) {
     const int32_t bs = a.paged.block_size;
     const int32_t block = a.step.block_tables[a.step.table_begin[seq] + position / bs];
     const __nv_bfloat16* base = static_cast<const __nv_bfloat16*>(a.paged.cache) +
                                 block * a.paged.block_elements + a.paged.layer_offset;
     const int64_t at = (static_cast<int64_t>(kv_head) * bs + position % bs) * D + sub * 8;
-    LoadBf16x8(base + at, key);
-    LoadBf16x8(base + static_cast<int64_t>(a.kv_heads) * bs * D + at, value);
+    raw.key = *reinterpret_cast<const uint4*>(base + at);
+    raw.value =
+        *reinterpret_cast<const uint4*>(base + static_cast<int64_t>(a.kv_heads) * bs * D + at);
   } else {
     const int64_t kv_width = static_cast<int64_t>(a.kv_heads) * D;
     const int32_t chunk_start = a.step.start_position[seq];
@@ -72,9 +96,171 @@ __device__ void LoadKeyValue(const PagedAttentionArgs& a, int seq, int kv_head, 
       value_offset = kv_width;
     }
     k += kv_head * D + sub * 8;
-    LoadF32x8(k, key);
-    LoadF32x8(k + value_offset, value);
+    raw.key[0] = reinterpret_cast<const float4*>(k)[0];
+    raw.key[1] = reinterpret_cast<const float4*>(k)[1];
+    raw.value[0] = reinterpret_cast<const float4*>(k + value_offset)[0];
+    raw.value[1] = reinterpret_cast<const float4*>(k + value_offset)[1];
   }
+  return raw;
+}
+
+// Merges the block's partial softmaxes (one per lane group or warp, after a barrier) and writes
+// the row's output for the kv head's query heads (a single split) or the split's partial.
+template <int D, int G, int kParts>
+__device__ void WriteBlockResult(const PagedAttentionArgs& a, const float (*part_max)[G],
+                                 const float (*part_sum)[G], const float (*part_acc)[G][D], int r,
+                                 int kv_head, int split) {
+  const int64_t q_width = static_cast<int64_t>(a.q_heads);
+  for (int index = threadIdx.x; index < G * D; index += blockDim.x) {
+    const int h = index / D, d = index % D;
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int g = 0; g < kParts; ++g) block_max = fmaxf(block_max, part_max[g][h]);
+    float sum = 0.0f, value = 0.0f;
+    if (block_max != -INFINITY) {
+#pragma unroll
+      for (int g = 0; g < kParts; ++g) {
+        const float weight = exp2f(part_max[g][h] - block_max);
+        sum += part_sum[g][h] * weight;
+        value += part_acc[g][h][d] * weight;
+      }
+    }
+    const int q_head = kv_head * G + h;
+    if (gridDim.x == 1) {
+      static_cast<__nv_bfloat16*>(a.out_bf16)[r * a.out_stride + q_head * D + d] =
+          __float2bfloat16(value / sum);
+    } else {
+      const int64_t entry = (r * q_width + q_head) * a.max_splits + split;
+      const int64_t stats = static_cast<int64_t>(a.step.rows) * q_width * a.max_splits;
+      a.partials[2 * stats + entry * D + d] = value;
+      if (d == 0) {
+        a.partials[entry] = block_max;
+        a.partials[stats + entry] = sum;
+      }
+    }
+  }
+}
+
+// Full attention over KV blocks whose size is a multiple of kTile: a warp takes a tile of 16
+// consecutive keys of one block at a time, 4 KB of keys and 4 KB of values (head_dim 128) in one
+// coalesced pass. Lane pair (2t, 2t + 1) scores key t (half of the dimensions each, the query
+// from shared memory); for the values, lane l owns dimensions [l * D/32, (l + 1) * D/32) of
+// every key of the tile.
+constexpr int kTile = 16;
+
+template <int D, int G>
+__global__ void __launch_bounds__(32 * kWarps, 3) TileAttentionKernel(PagedAttentionArgs a) {
+  constexpr int kKeyVecs = D / 16;    // uint4 of a key per lane: half its dimensions
+  constexpr int kValueDims = D / 32;  // 4 or 2
+  __shared__ float query[G][D];
+  __shared__ float warp_max[kWarps][G], warp_sum[kWarps][G];
+  __shared__ float warp_acc[kWarps][G][D];
+
+  const int split = blockIdx.x, kv_head = blockIdx.y;
+  const int r = a.row_list != nullptr ? a.row_list[blockIdx.z] : blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int key_in_tile = lane >> 1, half = lane & 1;
+  const int seq = a.step.row_sequence[r];
+  const RowKeys keys = KeysOf(a, r, seq);
+  const int64_t first = keys.first + static_cast<int64_t>(split) * a.split_keys;
+  const int64_t end = min(first + a.split_keys, keys.end);
+  const float* q_row = a.proj + static_cast<int64_t>(r) * a.proj_stride + kv_head * G * D;
+  for (int i = threadIdx.x; i < G * D; i += 32 * kWarps) {
+    query[i / D][i % D] = q_row[i] * a.scale * kLog2e;
+  }
+  __syncthreads();
+
+  float m[G], l[G], acc[G][kValueDims];
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kValueDims; ++j) acc[h][j] = 0.0f;
+  }
+  const int32_t bs = a.paged.block_size;
+  const int32_t* table = a.step.block_tables + a.step.table_begin[seq];
+  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(a.paged.cache);
+  const int64_t head_offset = a.paged.layer_offset + static_cast<int64_t>(kv_head) * bs * D;
+  const int64_t values_offset = static_cast<int64_t>(a.kv_heads) * bs * D;
+  for (int64_t tile = first + warp * kTile; tile < end; tile += kWarps * kTile) {
+    const __nv_bfloat16* keys_tile =
+        cache + table[tile / bs] * a.paged.block_elements + head_offset + (tile % bs) * D;
+    const __nv_bfloat16* values_tile = keys_tile + values_offset;
+    uint4 key_raw[kKeyVecs];
+    const uint4* key_src =
+        reinterpret_cast<const uint4*>(keys_tile + key_in_tile * D + half * (D / 2));
+#pragma unroll
+    for (int i = 0; i < kKeyVecs; ++i) key_raw[i] = key_src[i];
+    // The values stay bf16 in registers until the products: 2 (or 1) registers a key.
+    using ValueRaw = std::conditional_t<kValueDims == 4, uint2, uint32_t>;
+    ValueRaw value_raw[kTile];
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      value_raw[t] = *reinterpret_cast<const ValueRaw*>(values_tile + t * D + lane * kValueDims);
+    }
+    const bool valid = tile + key_in_tile < end;
+    float p[G];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kKeyVecs; ++i) {
+        float k[8];
+        LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&key_raw[i]), k);
+        const float* qh = &query[h][half * (D / 2) + i * 8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot += qh[e] * k[e];
+      }
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      const float score = valid ? dot : -INFINITY;
+      float tile_max = score;
+#pragma unroll
+      for (int offset = 16; offset > 1; offset >>= 1) {
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      }
+      const float new_max = fmaxf(m[h], tile_max);
+      const float correction = exp2f(m[h] - new_max);
+      p[h] = exp2f(score - new_max);
+      float tile_sum = p[h];
+#pragma unroll
+      for (int offset = 16; offset > 1; offset >>= 1) {
+        tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, offset);
+      }
+      l[h] = l[h] * correction + tile_sum;
+      m[h] = new_max;
+#pragma unroll
+      for (int j = 0; j < kValueDims; ++j) acc[h][j] *= correction;
+    }
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      float value[kValueDims];
+      const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&value_raw[t]);
+#pragma unroll
+      for (int j = 0; j < kValueDims / 2; ++j) {
+        const float2 f = __bfloat1622float2(pairs[j]);
+        value[2 * j] = f.x;
+        value[2 * j + 1] = f.y;
+      }
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        const float pt = __shfl_sync(0xffffffffu, p[h], 2 * t);
+#pragma unroll
+        for (int j = 0; j < kValueDims; ++j) acc[h][j] += pt * value[j];
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+#pragma unroll
+    for (int j = 0; j < kValueDims; ++j) warp_acc[warp][h][lane * kValueDims + j] = acc[h][j];
+    if (lane == 0) {
+      warp_max[warp][h] = m[h];
+      warp_sum[warp][h] = l[h];
+    }
+  }
+  __syncthreads();
+  WriteBlockResult<D, G, kWarps>(a, warp_max, warp_sum, warp_acc, r, kv_head, split);
 }
 
 template <int D, int G, bool kPaged>
@@ -85,7 +271,8 @@ __global__ void __launch_bounds__(32 * kWarps) AttentionKernel(PagedAttentionArg
   __shared__ float group_max[kGroups][G], group_sum[kGroups][G];
   __shared__ float group_acc[kGroups][G][D];
 
-  const int split = blockIdx.x, kv_head = blockIdx.y, r = blockIdx.z;
+  const int split = blockIdx.x, kv_head = blockIdx.y;
+  const int r = a.row_list != nullptr ? a.row_list[blockIdx.z] : blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int sub = lane % kLanesPerKey, group = warp * kKeysPerWarp + lane / kLanesPerKey;
   const int seq = a.step.row_sequence[r];
@@ -106,32 +293,57 @@ __global__ void __launch_bounds__(32 * kWarps) AttentionKernel(PagedAttentionArg
     m[h] = -INFINITY;
     l[h] = 0.0f;
   }
-  for (int64_t base = first; base < end; base += kGroups) {
-    const int64_t position = base + group;
-    const bool valid = position < end;
-    float key[8], value[8];
-    if (valid) {
-      LoadKeyValue<D, kPaged>(a, seq, kv_head, position, sub, key, value);
-    } else {
+  // kUnroll keys per lane group per pass: their loads first, then one softmax rescale for all.
+  constexpr int kUnroll = kPaged ? 4 : 2;
+  for (int64_t base = first; base < end; base += kGroups * kUnroll) {
+    RawKeyValue<kPaged> raw[kUnroll];
+    bool valid[kUnroll];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) key[e] = value[e] = 0.0f;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t position = base + u * kGroups + group;
+      valid[u] = position < end;
+      if (valid[u]) raw[u] = LoadKeyValue<D, kPaged>(a, seq, kv_head, position, sub);
     }
+    float score[kUnroll][G];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float key[8], unused[8];
+      raw[u].ToFloat(key, unused);
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot += q[h][e] * key[e];
+#pragma unroll
+        for (int offset = kLanesPerKey / 2; offset > 0; offset >>= 1) {
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        }
+        score[u][h] = valid[u] ? dot : -INFINITY;
+      }
+    }
+    if (!valid[0]) continue;  // this lane group has no key in the pass (nor in later ones)
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      float score = 0.0f;
+      float new_max = m[h];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) score += q[h][e] * key[e];
+      for (int u = 0; u < kUnroll; ++u) new_max = fmaxf(new_max, score[u][h]);
+      const float correction = exp2f(m[h] - new_max);
+      l[h] *= correction;
 #pragma unroll
-      for (int offset = kLanesPerKey / 2; offset > 0; offset >>= 1) {
-        score += __shfl_xor_sync(0xffffffffu, score, offset);
-      }
-      if (valid) {
-        const float new_max = fmaxf(m[h], score);
-        const float correction = exp2f(m[h] - new_max), p = exp2f(score - new_max);
-        l[h] = l[h] * correction + p;
+      for (int e = 0; e < 8; ++e) acc[h][e] *= correction;
+      m[h] = new_max;
+    }
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[h][e] = acc[h][e] * correction + p * value[e];
-        m[h] = new_max;
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!valid[u]) continue;
+      float unused[8], value[8];
+      raw[u].ToFloat(unused, value);
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        const float p = exp2f(score[u][h] - m[h]);
+        l[h] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] += p * value[e];
       }
     }
   }
@@ -146,40 +358,13 @@ __global__ void __launch_bounds__(32 * kWarps) AttentionKernel(PagedAttentionArg
   }
   __syncthreads();
 
-  const int64_t q_width = static_cast<int64_t>(a.q_heads);
-  for (int index = threadIdx.x; index < G * D; index += 32 * kWarps) {
-    const int h = index / D, d = index % D;
-    float block_max = -INFINITY;
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g) block_max = fmaxf(block_max, group_max[g][h]);
-    float sum = 0.0f, value = 0.0f;
-    if (block_max != -INFINITY) {
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
-        const float weight = exp2f(group_max[g][h] - block_max);
-        sum += group_sum[g][h] * weight;
-        value += group_acc[g][h][d] * weight;
-      }
-    }
-    const int q_head = kv_head * G + h;
-    if (gridDim.x == 1) {
-      static_cast<__nv_bfloat16*>(a.out_bf16)[r * a.out_stride + q_head * D + d] =
-          __float2bfloat16(value / sum);
-    } else {
-      const int64_t entry = (r * q_width + q_head) * a.max_splits + split;
-      const int64_t stats = static_cast<int64_t>(a.step.rows) * q_width * a.max_splits;
-      a.partials[2 * stats + entry * D + d] = value;
-      if (d == 0) {
-        a.partials[entry] = block_max;
-        a.partials[stats + entry] = sum;
-      }
-    }
-  }
+  WriteBlockResult<D, G, kGroups>(a, group_max, group_sum, group_acc, r, kv_head, split);
 }
 
 // Merges a row's splits: one block per (row, query head), a thread per dimension.
 __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
-  const int r = blockIdx.x, q_head = blockIdx.y, d = threadIdx.x;
+  const int r = a.row_list != nullptr ? a.row_list[blockIdx.x] : blockIdx.x;
+  const int q_head = blockIdx.y, d = threadIdx.x;
   const int seq = a.step.row_sequence[r];
   const RowKeys keys = KeysOf(a, r, seq);
   const int splits = static_cast<int>((keys.end - keys.first + a.split_keys - 1) / a.split_keys);
@@ -199,8 +384,10 @@ __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
 
 template <int D, int G>
 cudaError_t LaunchFor(const PagedAttentionArgs& a, cudaStream_t stream) {
-  const dim3 grid(a.max_splits, a.kv_heads, a.step.rows);
-  if (a.paged.cache != nullptr) {
+  const dim3 grid(a.max_splits, a.kv_heads, a.row_list != nullptr ? a.row_list_size : a.step.rows);
+  if (a.paged.cache != nullptr && a.paged.block_size % kTile == 0 && a.split_keys % kTile == 0) {
+    TileAttentionKernel<D, G><<<grid, 32 * kWarps, 0, stream>>>(a);
+  } else if (a.paged.cache != nullptr) {
     AttentionKernel<D, G, true><<<grid, 32 * kWarps, 0, stream>>>(a);
   } else {
     AttentionKernel<D, G, false><<<grid, 32 * kWarps, 0, stream>>>(a);
@@ -232,8 +419,8 @@ int64_t PagedAttentionScratchFloats(int64_t rows, int64_t q_heads, int64_t head_
 }
 
 int32_t PickAttentionSplits(int64_t rows, int64_t kv_heads, int64_t max_keys, int32_t sm_count,
-                            int32_t* split_keys) {
-  const int64_t target_blocks = 8 * static_cast<int64_t>(sm_count);
+                            int32_t* split_keys, int32_t blocks_per_sm) {
+  const int64_t target_blocks = static_cast<int64_t>(blocks_per_sm) * sm_count;
   const int64_t base = std::max<int64_t>(1, rows * kv_heads);
   int64_t splits = (target_blocks + base - 1) / base;
   splits = std::min(splits, (max_keys + kMinSplitKeys - 1) / kMinSplitKeys);
@@ -252,7 +439,8 @@ bool PagedAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim)
 }
 
 cudaError_t LaunchPagedAttention(const PagedAttentionArgs& args, cudaStream_t stream) {
-  if (args.step.rows == 0) return cudaSuccess;
+  const int32_t rows = args.row_list != nullptr ? args.row_list_size : args.step.rows;
+  if (rows == 0) return cudaSuccess;
   if (!PagedAttentionSupports(args.q_heads, args.kv_heads, args.head_dim) || args.split_keys <= 0 ||
       args.max_splits < 1) {
     return cudaErrorInvalidValue;
@@ -260,7 +448,7 @@ cudaError_t LaunchPagedAttention(const PagedAttentionArgs& args, cudaStream_t st
   const cudaError_t launched = args.head_dim == 64 ? LaunchForHeadDim<64>(args, stream)
                                                    : LaunchForHeadDim<128>(args, stream);
   if (launched != cudaSuccess || args.max_splits == 1) return launched;
-  MergeSplitsKernel<<<dim3(args.step.rows, args.q_heads), args.head_dim, 0, stream>>>(args);
+  MergeSplitsKernel<<<dim3(rows, args.q_heads), args.head_dim, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

@@ -16,6 +16,9 @@
 
 namespace ridge::cuda {
 
+// Tuned on an H200 (tools/bench/RESULTS.md, attention_kernel_bench).
+inline constexpr int32_t kDefaultSplitBlocksPerSm = 8;
+
 struct PagedAttentionArgs {
   AttentionStep step;
   int32_t q_heads = 0, kv_heads = 0, head_dim = 0;  // head_dim 64 or 128; q_heads / kv_heads
@@ -35,19 +38,34 @@ struct PagedAttentionArgs {
   float* partials = nullptr;
   void* out_bf16 = nullptr;  // [rows, out_stride]: head h at columns [h*D, (h+1)*D)
   int64_t out_stride = 0;
+  // The rows the grid covers: row_list[i] for i < row_list_size, or every row of the step when
+  // row_list is null.
+  const int32_t* row_list = nullptr;
+  int32_t row_list_size = 0;
 };
 
 // Floats of scratch PagedAttentionArgs::partials needs.
 int64_t PagedAttentionScratchFloats(int64_t rows, int64_t q_heads, int64_t head_dim,
                                     int64_t max_splits);
 
-// The splits for rows of at most `max_keys` keys so that the grid fills `sm_count`
-// multiprocessors a few times over; returns max_splits and sets *split_keys.
+// The splits for rows of at most `max_keys` keys so that the grid has about blocks_per_sm
+// blocks for each of `sm_count` multiprocessors (no split under 512 keys); returns max_splits
+// and sets *split_keys.
 int32_t PickAttentionSplits(int64_t rows, int64_t kv_heads, int64_t max_keys, int32_t sm_count,
-                            int32_t* split_keys);
+                            int32_t* split_keys, int32_t blocks_per_sm = kDefaultSplitBlocksPerSm);
 
 bool PagedAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim);
 
 cudaError_t LaunchPagedAttention(const PagedAttentionArgs& args, cudaStream_t stream);
+
+// Prompt rows of a full-attention layer on the tensor cores (FlashAttention style, mma.sync
+// bf16): a block takes up to 16 consecutive rows of one sequence (tile_first_row[i], i <
+// num_tiles; a tile never crosses sequences) for one kv head, a warp per query head of the
+// group, and walks the sequence's keys up to the tile's last position in tiles of 64 from the
+// KV blocks (args.paged; written by LaunchQkRope first), causally masked. Ignores the splits.
+bool PrefillAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim);
+cudaError_t LaunchPagedPrefillAttention(const PagedAttentionArgs& args,
+                                        const int32_t* tile_first_row, int32_t num_tiles,
+                                        cudaStream_t stream);
 
 }  // namespace ridge::cuda

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(32 * kWarps) QkRopeKernel(QkRopeArgs a) {
 __global__ void RingWriteKernel(RingWriteArgs a) {
   const int r = blockIdx.x;
   const int seq = a.step.row_sequence[r];
-  const int32_t offset = r - a.step.row_begin[seq], count = a.row_count[seq];
+  const int32_t offset = r - a.step.row_begin[seq], count = a.step.row_count[seq];
   if (offset < count - a.ring.window) return;  // overwritten later in the same step
   const int64_t position = a.step.start_position[seq] + offset;
   float* keys = a.ring.state_pool + a.step.slot[seq] * a.ring.slot_floats + a.ring.ring_offset;

@@ -34,9 +34,8 @@ cudaError_t LaunchQkRope(const QkRopeArgs& args, cudaStream_t stream);
 // `window` positions of the step copied (k and v, fp32) into ring row position % window.
 struct RingWriteArgs {
   AttentionStep step;
-  const int32_t* row_count = nullptr;  // [sequences]
-  int32_t kv_width = 0;                // Hkv * D
-  const float* proj = nullptr;         // k at column k_column, v right after it
+  int32_t kv_width = 0;         // Hkv * D
+  const float* proj = nullptr;  // k at column k_column, v right after it
   int64_t proj_stride = 0;
   int32_t k_column = 0;
   WindowKv ring;

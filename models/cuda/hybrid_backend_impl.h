@@ -23,6 +23,9 @@ using cuda::PinnedBuffer;
 // (cuBLAS is much slower for widths that are not multiples of 8; see the MesaNet backend).
 inline constexpr int64_t kHybridWidthMultiple = 16;
 
+// Rows of one sequence a block of the tensor-core prefill attention takes (its kRows).
+inline constexpr int64_t kPrefillTileRows = 16;
+
 inline int64_t PadWidth(int64_t width) {
   return (width + kHybridWidthMultiple - 1) / kHybridWidthMultiple * kHybridWidthMultiple;
 }
@@ -99,10 +102,22 @@ struct CudaHybridBackend::Impl {
     int64_t rows = 0, seqs = 0, out_rows = 0;
     int64_t ids = 0, row_sequence = 0, out_row = 0, row_begin = 0, row_count = 0, slot = 0,
             start_position = 0, tolerance = 0, max_iterations = 0, table_begin = 0,
-            block_tables = 0, total = 0;
-    int64_t max_keys = 0;  // the most keys any row of the step attends to (full attention)
+            block_tables = 0, prefill_tiles = 0, decode_rows = 0, total = 0;
+    // Full-attention layers take the rows of sequences with one token (decode) through the
+    // split-keys kernel, and those of longer pieces (prompts) in tiles of up to 16 rows through
+    // the tensor-core one.
+    int64_t num_prefill_tiles = 0, num_decode_rows = 0;
+    int64_t max_keys = 0;         // the most keys any row of the step attends to
+    int64_t max_decode_keys = 0;  // the same over the decode rows
   };
   enum class Output { kLogits, kGreedy, kSampled };
+  // How an attention layer's split-keys kernel splits its rows' keys in a step (rows 0: the
+  // layer launches no such kernel).
+  struct AttentionSplits {
+    int64_t rows = 0;
+    int32_t max_splits = 1, split_keys = 0;
+  };
+  AttentionSplits SplitsFor(const AttentionSpec& spec, const StepTable& t) const;
 
   absl::Status EnsureStepCapacity(int64_t rows, int64_t seqs, int64_t table_ints,
                                   int64_t partial_floats);

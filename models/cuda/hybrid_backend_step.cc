@@ -101,6 +101,19 @@ absl::Status CudaHybridBackend::Impl::EnsurePenaltyCapacity(int64_t entries) {
   return absl::OkStatus();
 }
 
+CudaHybridBackend::Impl::AttentionSplits CudaHybridBackend::Impl::SplitsFor(
+    const AttentionSpec& spec, const StepTable& t) const {
+  const bool windowed = spec.window > 0;
+  AttentionSplits splits;
+  splits.rows = windowed ? t.rows : t.num_decode_rows;
+  if (splits.rows == 0) return splits;
+  const int64_t max_keys =
+      windowed ? std::min<int64_t>(spec.window, t.max_keys) : t.max_decode_keys;
+  splits.max_splits =
+      cuda::PickAttentionSplits(splits.rows, spec.kv_heads, max_keys, sm_count, &splits.split_keys);
+  return splits;
+}
+
 absl::Status CudaHybridBackend::Impl::CheckBlockTables(std::span<const SlotChunk> chunks) const {
   if (kv.empty()) return absl::OkStatus();
   for (const SlotChunk& chunk : chunks) {
@@ -126,6 +139,12 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
     const int64_t end = positions[chunk.slot] + n;
     blocks += kv.BlocksFor(end);
     t.max_keys = std::max(t.max_keys, end);
+    if (n == 1) {
+      ++t.num_decode_rows;
+      t.max_decode_keys = std::max(t.max_decode_keys, end);
+    } else {
+      t.num_prefill_tiles += (n + kPrefillTileRows - 1) / kPrefillTileRows;
+    }
   }
   t.out_rows = all_rows ? t.rows : t.seqs;
   int64_t at = 0;
@@ -145,6 +164,8 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
   t.max_iterations = take(t.seqs);
   t.table_begin = take(t.seqs);
   t.block_tables = take(blocks);
+  t.prefill_tiles = take(t.num_prefill_tiles);
+  t.decode_rows = take(t.num_decode_rows);
   t.total = at;
   return t;
 }
@@ -176,24 +197,20 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   RETURN_IF_ERROR(CheckBlockTables(chunks));
   const StepTable t = BuildTable(chunks, which == LogitsFor::kAllTokens);
-  int64_t partial_floats = 0;
+  int64_t partial_floats = 0;  // the split-keys attention kernel's scratch
   for (const DeviceHybridLayer& layer : layers) {
     const auto* a = std::get_if<DeviceAttentionLayer>(&layer.mixer);
     if (a == nullptr) continue;
-    const int64_t max_keys =
-        a->spec.window > 0 ? std::min<int64_t>(a->spec.window, t.max_keys) : t.max_keys;
-    int32_t split_keys = 0;
-    const int32_t splits =
-        cuda::PickAttentionSplits(t.rows, a->spec.kv_heads, max_keys, sm_count, &split_keys);
-    partial_floats = std::max(
-        partial_floats,
-        cuda::PagedAttentionScratchFloats(t.rows, a->spec.q_heads, a->spec.head_dim, splits));
+    const AttentionSplits splits = SplitsFor(a->spec, t);
+    partial_floats =
+        std::max(partial_floats, cuda::PagedAttentionScratchFloats(
+                                     t.rows, a->spec.q_heads, a->spec.head_dim, splits.max_splits));
   }
   RETURN_IF_ERROR(EnsureStepCapacity(t.rows, t.seqs, t.total, partial_floats));
   RETURN_IF_ERROR(EnsureOutputCapacity(t.out_rows, output));
 
   int32_t* host = host_table.as<int32_t>();
-  int64_t row = 0, block_at = 0;
+  int64_t row = 0, block_at = 0, tile_at = 0, decode_at = 0;
   for (int64_t i = 0; i < t.seqs; ++i) {
     const SlotChunk& chunk = chunks[i];
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
@@ -208,6 +225,13 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
     const int64_t blocks = kv.BlocksFor(start + n);
     std::copy_n(chunk.kv_blocks.begin(), blocks, host + t.block_tables + block_at);
     block_at += blocks;
+    if (n == 1) {
+      host[t.decode_rows + decode_at++] = static_cast<int32_t>(row);
+    } else {
+      for (int64_t first = 0; first < n; first += kPrefillTileRows) {
+        host[t.prefill_tiles + tile_at++] = static_cast<int32_t>(row + first);
+      }
+    }
     for (int32_t token : chunk.tokens) {
       host[t.ids + row] = token;
       host[t.row_sequence + row] = static_cast<int32_t>(i);
@@ -381,6 +405,7 @@ absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLaye
   step.rows = static_cast<int32_t>(t.rows);
   step.row_sequence = DeviceTable(t.row_sequence);
   step.row_begin = DeviceTable(t.row_begin);
+  step.row_count = DeviceTable(t.row_count);
   step.start_position = DeviceTable(t.start_position);
   step.table_begin = DeviceTable(t.table_begin);
   step.block_tables = DeviceTable(t.block_tables);
@@ -421,17 +446,27 @@ absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLaye
   attention.scale = 1.0f / std::sqrt(static_cast<float>(d));
   attention.paged = paged;
   attention.ring = ring;
-  const int64_t max_keys = windowed ? std::min<int64_t>(a.window, t.max_keys) : t.max_keys;
-  attention.max_splits =
-      cuda::PickAttentionSplits(t.rows, a.kv_heads, max_keys, sm_count, &attention.split_keys);
   attention.partials = partials.as<float>();
   attention.out_bf16 = mixer_out.as<void>();
   attention.out_stride = a.q_heads * d;
-  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(attention, stream));
+  const AttentionSplits splits = SplitsFor(a, t);
+  attention.max_splits = splits.max_splits;
+  attention.split_keys = splits.split_keys;
+  if (windowed) {  // every row through the split-keys kernel
+    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(attention, stream));
+  } else {
+    RIDGE_CUDA_RETURN_IF_ERROR(
+        cuda::LaunchPagedPrefillAttention(attention, DeviceTable(t.prefill_tiles),
+                                          static_cast<int32_t>(t.num_prefill_tiles), stream));
+    if (t.num_decode_rows > 0) {
+      attention.row_list = DeviceTable(t.decode_rows);
+      attention.row_list_size = static_cast<int32_t>(t.num_decode_rows);
+      RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(attention, stream));
+    }
+  }
   if (windowed) {
     cuda::RingWriteArgs write{};
     write.step = step;
-    write.row_count = DeviceTable(t.row_count);
     write.kv_width = static_cast<int32_t>(a.kv_heads * d);
     write.proj = proj.as<float>();
     write.proj_stride = layer.proj_width;

@@ -21,6 +21,7 @@
 #include "models/cpu_backend.h"
 #include "models/cuda/hybrid_backend.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/collecting_sink.h"
 
 namespace ridge {
 namespace {
@@ -43,21 +44,27 @@ std::string Name(const ::testing::TestParamInfo<Case>& info) {
   return name.str();
 }
 
-absl::StatusOr<std::unique_ptr<HybridQwen3Model>> SmallModel(const Case& c) {
+// Sizes beyond a Case's: the small tests' by default, hybrid-small-8l's in the long-prompt one.
+struct Widths {
+  int hidden = 256, intermediate = 384, vocab = 384;
+  double rope_theta = 10000.0;
+};
+
+absl::StatusOr<std::unique_ptr<HybridQwen3Model>> SmallModel(const Case& c, Widths w = {}) {
   const std::string pattern = c.pattern;
   nlohmann::json config = {
       {"model_type", "hybrid_qwen3"},
-      {"hidden_size", 256},
-      {"intermediate_size", 384},
+      {"hidden_size", w.hidden},
+      {"intermediate_size", w.intermediate},
       {"num_hidden_layers", std::count(pattern.begin(), pattern.end(), '-') + 1},
       {"num_attention_heads", c.q_heads},
       {"num_key_value_heads", c.kv_heads},
       {"head_dim", c.head_dim},
       {"rms_norm_eps", 1e-6},
-      {"vocab_size", 384},
+      {"vocab_size", w.vocab},
       {"tie_word_embeddings", false},
-      {"max_position_embeddings", 4096},
-      {"rope_theta", 10000.0},
+      {"max_position_embeddings", 131072},
+      {"rope_theta", w.rope_theta},
       {"hybrid_override_pattern", c.pattern},
       {"gka_config",
        {{"head_dim", c.head_dim},
@@ -255,6 +262,80 @@ TEST(CudaHybridEngineTest, GreedyRequestsAgreeWithTheCpuEngine) {
     total += static_cast<int>(a.size());
   }
   EXPECT_GE(agree, total * 8 / 10) << agree << " of " << total;
+}
+
+}  // namespace
+}  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// One prompt of more than a thousand rows in one step (the server's prefill budget on the GPU
+// is 2048 tokens), at hybrid-small-8l's widths, after shorter ones in the same slot and blocks
+// (the buffers grow step by step, as in a server): the last logits against the CPU's.
+class CudaHybridLongPromptTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaHybridLongPromptTest, OneStepAgreesWithTheCpu) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  const Widths widths{.hidden = 512, .intermediate = 1536, .vocab = 32000, .rope_theta = 1e6};
+  auto model = SmallModel({GetParam(), 64, 8, 2, 0, 0.0f, 30}, widths);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto gpu = CudaHybridBackend::Create((*model)->spec(), *(*model)->hybrid_weights(),
+                                       {.num_slots = 2, .num_kv_blocks = 4096});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CpuBackend cpu(&(*model)->decoder(), 2, 4096);
+  std::vector<int32_t> table(200);
+  for (int i = 0; i < 200; ++i) table[i] = 4000 - 7 * i;
+  for (const int length : {1, 130, 517, 1100, 2000}) {
+    std::vector<int32_t> ids;
+    for (int t = 0; t < length; ++t) ids.push_back((t * 7919 + length) % 31990 + 5);
+    std::vector<float> on_gpu, on_cpu;
+    ASSERT_TRUE((*gpu)->ResetSlot(1).ok());
+    ASSERT_TRUE(cpu.ResetSlot(1).ok());
+    const SlotChunk chunk{.slot = 1, .tokens = ids, .solver = {0.0f, 30}, .kv_blocks = table};
+    ASSERT_TRUE((*gpu)->Forward({&chunk, 1}, LogitsFor::kLastToken, &on_gpu).ok());
+    ASSERT_TRUE(cpu.Forward({&chunk, 1}, LogitsFor::kLastToken, &on_cpu).ok());
+    EXPECT_LT(RelativeRms(on_gpu, on_cpu), 2e-2) << GetParam() << ", prompt of " << length;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, CudaHybridLongPromptTest,
+                         ::testing::Values("GKA-*-GKA-*", "*-*", "GKA-GKA"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name;
+                           for (const char* p = info.param; *p != 0; ++p) {
+                             name += *p == '*' ? 'A' : *p == '-' ? '_' : *p;
+                           }
+                           return name;
+                         });
+
+// Many long prompts through the engine at once, split by the prefill budget across steps while
+// others decode, sampled: every request finishes.
+TEST(CudaHybridEngineTest, LongPromptsUnderLoadFinish) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  auto model = SmallModel({"GKA-*-GKA-*", 64, 8, 2, 0, 0.0f, 30});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto gpu = CudaHybridBackend::Create((*model)->spec(), *(*model)->hybrid_weights(),
+                                       {.num_slots = 16, .num_kv_blocks = 4096});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto engine =
+      Engine::Create(gpu->get(), {.max_slots = 16, .prefill_token_budget = 2048}, nullptr);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::shared_ptr<testing::CollectingSink>> sinks;
+  for (int i = 0; i < 12; ++i) {
+    EngineRequest r;
+    for (int t = 0; t < 1500 + 37 * i; ++t) r.prompt.push_back((t * 13 + i * 5) % 380 + 2);
+    r.sampling.max_tokens = 24;
+    r.sampling.temperature = 0.8f;
+    r.sampling.seed = i;
+    sinks.push_back(std::make_shared<testing::CollectingSink>());
+    ASSERT_TRUE((*engine)->Submit(r, sinks.back()).ok());
+  }
+  for (auto& sink : sinks) {
+    const RequestEvent last = sink->Wait();
+    EXPECT_TRUE(last.status.ok()) << last.status;
+    EXPECT_EQ(sink->tokens().size(), 24u);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 // Decode at context L: one real L-token prefill, its recurrent state copied into every slot;
 // their KV blocks (distinct per sequence) hold zeros, as the kernels' bytes and work do not
 // depend on the values. --prefill-len 0 or --ttft 0 skips those parts.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -98,10 +100,24 @@ absl::Status Bench(int argc, char** argv) {
   }
   int64_t max_context = std::max(ttft_len, prefill_len);
   for (double c : contexts) max_context = std::max(max_context, static_cast<int64_t>(c));
+  // Slots: as many sequences of the longest context as the memory holds (estimated from the
+  // parameter count), plus the template's.
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    return absl::FailedPreconditionError("no CUDA device");
+  }
+  const KvLayout planned_kv = PlanKvLayout(spec, 16);
+  const double per_sequence_bytes =
+      static_cast<double>(PlanRecurrentLayout(spec).bytes_per_slot()) +
+      static_cast<double>(max_context) * planned_kv.floats_per_token * 2.0;
+  const double pool_bytes = utilization * static_cast<double>(total_bytes) -
+                            2.0 * static_cast<double>(spec.ParameterCount()) - (4.0 * (1 << 30));
+  const int64_t slots =
+      std::clamp<int64_t>(static_cast<int64_t>(pool_bytes / per_sequence_bytes) + 1, 2, 1024);
   const auto created = Clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<CudaHybridBackend> backend,
                    CudaHybridBackend::Create(spec, *model->hybrid_weights(),
-                                             {.num_slots = 513,
+                                             {.num_slots = slots,
                                               .num_kv_blocks = 0,
                                               .kv_block_size = 16,
                                               .gpu_memory_utilization = utilization}));

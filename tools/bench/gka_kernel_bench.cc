@@ -6,7 +6,7 @@
 // figures (vLLM's Triton chebyshev_iteration_gqa on an H200, BENCHMARKS.md) beside them.
 //
 //   gka_kernel_bench [--batches 64,96] [--iterations 30,10,1] [--heads 32] [--head-dim 128]
-//                    [--repeats 50]
+//                    [--repeats 50] [--tokens 1 (a prompt piece per sequence: per-token time)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,54 +18,12 @@
 #include <vector>
 
 #include "kernels/cuda/gka_recurrence.h"
+#include "tools/bench/kernel_bench_support.h"
 
 namespace {
 
-std::vector<int> IntList(const char* text) {
-  std::vector<int> out;
-  std::string s(text);
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    out.push_back(std::atoi(s.substr(start, comma - start).c_str()));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-#define CHECK_CUDA(call)                                              \
-  do {                                                                \
-    const cudaError_t e = (call);                                     \
-    if (e != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
-      std::exit(1);                                                   \
-    }                                                                 \
-  } while (0)
-
-// Read + write bytes per second of a 2 GiB device-to-device copy.
-double CopyCeiling() {
-  const size_t bytes = size_t{1} << 31;
-  void *a, *b;
-  CHECK_CUDA(cudaMalloc(&a, bytes));
-  CHECK_CUDA(cudaMalloc(&b, bytes));
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  float best = 1e30f;
-  for (int i = 0; i < 5; ++i) {
-    cudaEventRecord(start);
-    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = std::min(best, ms);
-  }
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * bytes / (best * 1e-3);
-}
+using ridge::bench::CopyCeiling;
+using ridge::bench::IntList;
 
 // The anchor's microseconds a layer at batch 64 / 96 for num_iter 30 / 10 / 1 (BENCHMARKS.md).
 double Anchor(int batch, int iterations) {
@@ -80,7 +38,7 @@ double Anchor(int batch, int iterations) {
 
 int main(int argc, char** argv) {
   std::vector<int> batches = {64, 96}, iteration_list = {30, 10, 1};
-  int heads = 32, d = 128, repeats = 50;
+  int heads = 32, d = 128, repeats = 50, tokens = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--batches")
@@ -91,6 +49,8 @@ int main(int argc, char** argv) {
       heads = std::atoi(argv[i + 1]);
     else if (flag == "--head-dim")
       d = std::atoi(argv[i + 1]);
+    else if (flag == "--tokens")
+      tokens = std::atoi(argv[i + 1]);
     else if (flag == "--repeats")
       repeats = std::atoi(argv[i + 1]);
     else {
@@ -103,8 +63,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double ceiling = CopyCeiling();
-  std::printf("GKA decode kernel, %d heads x %d, device copy ceiling %.3f TB/s\n", heads, d,
-              ceiling / 1e12);
+  std::printf(
+      "GKA recurrence kernel, %d heads x %d, %d token(s) a sequence, device copy "
+      "ceiling %.3f TB/s\n",
+      heads, d, tokens, ceiling / 1e12);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   for (const int batch : batches) {
@@ -113,7 +75,8 @@ int main(int argc, char** argv) {
     // q, k, v per expanded head (random: the kernel normalises q and k), the gates' raw
     // projections (0: beta 0.5, alpha 0.5, decay exp(-0.05 ln 2)) and g.
     const int64_t qkv_width = 3 * int64_t{heads} * d, gate_width = 3 * heads + int64_t{heads} * d;
-    std::vector<float> qkv(batch * qkv_width), proj(batch * gate_width, 0.0f);
+    const int64_t rows = int64_t{batch} * tokens;
+    std::vector<float> qkv(rows * qkv_width), proj(rows * gate_width, 0.0f);
     for (float& x : qkv) x = normal(rng);
     std::vector<float> zeros(heads, 0.0f), rates(heads, 0.05f), ones(d, 1.0f);
     float *d_qkv, *d_proj, *pool, *zero, *rate, *o_norm, *tol;
@@ -127,7 +90,7 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMalloc(&rate, heads * 4));
     CHECK_CUDA(cudaMalloc(&o_norm, d * 4));
     CHECK_CUDA(cudaMalloc(&tol, batch * 4));
-    CHECK_CUDA(cudaMalloc(&out, pairs * d * 2));
+    CHECK_CUDA(cudaMalloc(&out, rows * heads * d * 2));
     CHECK_CUDA(cudaMalloc(&max_it, batch * 4));
     CHECK_CUDA(cudaMalloc(&slot, batch * 4));
     CHECK_CUDA(cudaMalloc(&begin, batch * 4));
@@ -141,11 +104,14 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMemset(tol, 0, batch * 4));
     CHECK_CUDA(cudaMemset(pool, 0, batch * slot_floats * 4));
     CHECK_CUDA(cudaMemset(counters, 0, pairs * sizeof(ridge::cuda::SolveCounters)));
-    std::vector<int32_t> slots(batch), ones_i(batch, 1);
-    for (int s = 0; s < batch; ++s) slots[s] = s;
+    std::vector<int32_t> slots(batch), begins(batch), counts(batch, tokens);
+    for (int s = 0; s < batch; ++s) {
+      slots[s] = s;
+      begins[s] = s * tokens;
+    }
     CHECK_CUDA(cudaMemcpy(slot, slots.data(), batch * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(begin, slots.data(), batch * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(count, ones_i.data(), batch * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(begin, begins.data(), batch * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(count, counts.data(), batch * 4, cudaMemcpyHostToDevice));
     ridge::cuda::GkaRecurrenceArgs args{};
     args.num_sequences = batch;
     args.q_heads = args.k_heads = args.v_heads = args.heads = heads;
@@ -178,28 +144,15 @@ int main(int argc, char** argv) {
     for (const int iterations : iteration_list) {
       std::fill(caps.begin(), caps.end(), iterations);
       CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
-      cudaEvent_t start, stop;
-      cudaEventCreate(&start);
-      cudaEventCreate(&stop);
-      std::vector<float> times;
-      for (int r = 0; r < repeats; ++r) {
-        cudaEventRecord(start);
-        CHECK_CUDA(ridge::cuda::LaunchGkaRecurrence(args, nullptr));
-        cudaEventRecord(stop);
-        cudaEventSynchronize(stop);
-        float ms;
-        cudaEventElapsedTime(&ms, start, stop);
-        times.push_back(ms);
-      }
-      std::sort(times.begin(), times.end());
-      const double us = times[times.size() / 2] * 1e3;
+      const double us = ridge::bench::MedianMicros(
+          repeats, [&] { return ridge::cuda::LaunchGkaRecurrence(args, nullptr); });
       const double limit_us = bytes / ceiling * 1e6;
       const double anchor = heads == 32 && d == 128 ? Anchor(batch, iterations) : 0;
       std::printf(
           "batch %3d  iterations %2d  median %7.1f us  state %6.1f MB  %.2f TB/s  "
-          "%.2fx the byte limit (%.1f us)  anchor %.0f us (%.2fx)\n",
+          "%.2fx the byte limit (%.1f us)  anchor %.0f us (%.2fx)  %.2f us a token\n",
           batch, iterations, us, bytes / 1e6, bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us,
-          anchor, anchor > 0 ? anchor / us : 0.0);
+          tokens == 1 ? anchor : 0.0, tokens == 1 && anchor > 0 ? anchor / us : 0.0, us / tokens);
       std::fflush(stdout);
     }
     for (void* p :
