@@ -99,8 +99,8 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
           "the CUDA hybrid backend runs only with --device cuda for now (in progress)");
     } else if (weights != nullptr) {
       Log(LogLevel::kWarning,
-          "--device cuda: the CUDA hybrid backend is in progress; a server load test found a "
-          "greedy mismatch against the CPU on one 1100-token prompt (see docs/gpu.md)");
+          "--device cuda: the CUDA hybrid backend is in progress; its fix for a fault under a "
+          "load of long prompts is not yet verified on a GPU (see docs/gpu.md)");
       // --kv-cache-memory counts the GPU's bf16 blocks (half the CPU's fp32 ones).
       const KvLayout& cpu_kv = model->decoder().kv_layout();
       int64_t blocks = num_kv_blocks;
