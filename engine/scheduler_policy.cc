@@ -45,6 +45,29 @@ StepPlan PlanStep(std::span<const RunningSequenceInfo> running,
   }
 
   int64_t tokens = budget.prefill_tokens;
+  // Each prompt's piece leaves room for the first piece (at most an eighth of the budget) of
+  // every prompt after it that may run this step, up to half the budget in all: one long prompt
+  // cannot hold back the admission of the requests behind it, and short prompts still run
+  // whole, first come first served.
+  const int64_t first_piece = std::max<int64_t>(1, budget.prefill_tokens / 8);
+  const int64_t max_reserve = budget.prefill_tokens / 2;
+  const size_t admissible =
+      std::min(waiting.size(), static_cast<size_t>(std::max<int64_t>(0, budget.free_slots)));
+  std::vector<int64_t> waiting_after(admissible + 1, 0);  // first pieces of waiting[j+1 ..)
+  for (size_t j = admissible; j-- > 0;) {
+    waiting_after[j] =
+        waiting_after[j + 1] +
+        (j + 1 < admissible ? std::min(waiting[j + 1].prompt_tokens, first_piece) : 0);
+  }
+  const int64_t waiting_first_pieces =
+      admissible == 0 ? 0 : waiting_after[0] + std::min(waiting[0].prompt_tokens, first_piece);
+  std::vector<int64_t> running_after(running.size() + 1, 0);  // of running[i+1 ..) with prompts
+  for (size_t i = running.size(); i-- > 0;) {
+    const int64_t next = i + 1 < running.size() && !preempted[i + 1]
+                             ? std::min(running[i + 1].prompt_tokens_left, first_piece)
+                             : 0;
+    running_after[i] = running_after[i + 1] + next;
+  }
   // The prompt piece of a sequence at `position` with `table_blocks` entries, within the token
   // budget and the free blocks beyond `reserve`; takes its blocks.
   auto prompt_piece = [&](int64_t left, int64_t position, int64_t table_blocks,
@@ -59,18 +82,23 @@ StepPlan PlanStep(std::span<const RunningSequenceInfo> running,
     tokens -= n;
     return n;
   };
+  // The tokens a prompt may take when `reserve` tokens are kept for the prompts after it.
+  auto share = [&](int64_t left, int64_t reserve) {
+    return std::min(left, std::max<int64_t>(1, tokens - std::min(reserve, max_reserve)));
+  };
   for (size_t i = 0; i < running.size(); ++i) {
     const RunningSequenceInfo& seq = running[i];
     if (preempted[i] || seq.prompt_tokens_left == 0) continue;
     // The oldest prompt may take every free block; later ones leave one per decoder, or a
     // decoder crossing a block boundary would preempt them and lose their prefill.
     const int64_t reserve = plan.prefill.empty() ? 0 : decoders;
-    int64_t n = prompt_piece(seq.prompt_tokens_left, seq.position, seq.table_blocks, reserve);
+    const int64_t wanted = share(seq.prompt_tokens_left, running_after[i] + waiting_first_pieces);
+    int64_t n = prompt_piece(wanted, seq.position, seq.table_blocks, reserve);
     // Out of blocks (not of budget): newer sequences make room for older prompts, so prompts
     // that each hold part of the pool can never wait on each other for ever.
     while (n == 0 && reserve == 0 && tokens > 0 && newest > i + 1) {
       preempt_newest();
-      n = prompt_piece(seq.prompt_tokens_left, seq.position, seq.table_blocks, reserve);
+      n = prompt_piece(wanted, seq.position, seq.table_blocks, reserve);
     }
     if (n == 0) break;  // first come, first served: later prompts wait too
     plan.prefill.emplace_back(seq.id, n);
@@ -78,16 +106,18 @@ StepPlan PlanStep(std::span<const RunningSequenceInfo> running,
 
   if (!plan.preempt.empty()) return plan;
   int64_t free_slots = budget.free_slots;
-  for (const WaitingRequestInfo& request : waiting) {
+  for (size_t j = 0; j < waiting.size(); ++j) {
+    const WaitingRequestInfo& request = waiting[j];
     if (free_slots <= 0) break;
+    const int64_t wanted = share(request.prompt_tokens, j < admissible ? waiting_after[j] : 0);
     if (!paged) {
       plan.admit.push_back(request.id);
       --free_slots;
-      const int64_t n = prompt_piece(request.prompt_tokens, 0, 0, 0);
+      const int64_t n = prompt_piece(wanted, 0, 0, 0);
       if (n > 0) plan.prefill.emplace_back(request.id, n);
       continue;
     }
-    const int64_t n = prompt_piece(request.prompt_tokens, 0, 0, decoders);
+    const int64_t n = prompt_piece(wanted, 0, 0, decoders);
     if (n == 0) break;
     plan.admit.push_back(request.id);
     --free_slots;

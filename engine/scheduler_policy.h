@@ -58,7 +58,9 @@ struct StepPlan {
 //    sequence (itself, if it is the newest) until the block is there.
 // 2. Prompt tokens go out in admission order up to `prefill_tokens` per step, so a long prompt is
 //    split over several steps; each piece only as far as free blocks reach. A prompt that gets
-//    no block preempts the newest sequences after it until it does.
+//    no block preempts the newest sequences after it until it does. Each piece leaves room for
+//    the first piece (up to an eighth of the budget) of every prompt after it that may run this
+//    step, up to half the budget: a long prompt never holds back the requests queued behind it.
 // 3. The queue is admitted first-come first-served while slots are free (nothing is admitted in
 //    a step that preempts); with a KV cache only when the first prompt piece gets blocks while
 //    one block per decoding sequence stays free (so decoders rarely preempt).

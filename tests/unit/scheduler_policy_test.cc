@@ -83,6 +83,19 @@ TEST(SchedulerPolicyTest, LongPromptIsSplitAndNeverStallsDecode) {
            });
 }
 
+TEST(SchedulerPolicyTest, ALongPromptLeavesRoomForTheRequestsBehindIt) {
+  // A million-token prompt is prefilling when short requests arrive: they are admitted and
+  // prefilled in the very next step, the long prompt keeps the rest of the budget.
+  Simulate({{0, 1, 1000000, 1}, {1, 2, 4, 1}, {1, 3, 100, 1}, {2, 4, 30, 2}}, /*slots=*/4,
+           /*budget=*/512,
+           {
+               {{1}, {{1, 512}}, {}},                      // alone: the whole budget
+               {{2, 3}, {{1, 444}, {2, 4}, {3, 64}}, {}},  // 2's and 3's first pieces fit
+               {{4}, {{1, 446}, {3, 36}, {4, 30}}, {}},    // 2 done; 3 and 4 finish
+               {{}, {{1, 512}}, {4}},                      // the long one alone again
+           });
+}
+
 TEST(SchedulerPolicyTest, QueueIsFifoAndWaitsForFreeSlots) {
   Simulate({{0, 1, 1, 3}, {0, 2, 1, 1}, {0, 3, 1, 2}, {1, 4, 1, 1}}, /*slots=*/2, /*budget=*/8,
            {
