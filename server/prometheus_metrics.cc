@@ -92,7 +92,7 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                       .Register(*registry_)
                       .Add({})),
       slots_total_(prometheus::BuildGauge()
-                       .Name("ridgeserve_state_slots_total")
+                       .Name("ridgeserve_state_slots")
                        .Help("State slots in the pool (--slots).")
                        .Register(*registry_)
                        .Add({})),
@@ -102,7 +102,7 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                           .Register(*registry_)
                           .Add({})),
       kv_blocks_total_(prometheus::BuildGauge()
-                           .Name("ridgeserve_kv_blocks_total")
+                           .Name("ridgeserve_kv_blocks")
                            .Help("KV-cache blocks in the pool (--kv-blocks, --kv-cache-memory).")
                            .Register(*registry_)
                            .Add({})),

@@ -126,7 +126,7 @@ TEST_F(HybridServeTest, ConcurrentRequestsThroughASmallKvCacheAnswerAsAlone) {
     EXPECT_EQ(reply.body["choices"][0]["token_ids"].get<std::vector<int>>(), alone[i]) << i;
   }
   const std::string metrics = client_->Get("/metrics")->body;
-  EXPECT_EQ(MetricValue(metrics, "ridgeserve_kv_blocks_total"), 10);
+  EXPECT_EQ(MetricValue(metrics, "ridgeserve_kv_blocks"), 10);
   EXPECT_GT(MetricValue(metrics, "ridgeserve_preemptions_total"), preemptions_before)
       << "four sequences of 44-56 tokens cannot share 80 tokens of KV without preempting";
   EXPECT_NE(metrics.find("ridgeserve_solver_iterations_count{layer_type=\"gka\",phase=\"decode\"}"),

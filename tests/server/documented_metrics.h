@@ -13,14 +13,14 @@ inline constexpr const char* kDocumentedMetricNames[] = {"ridgeserve_requests_to
                                                          "ridgeserve_requests_running",
                                                          "ridgeserve_requests_waiting",
                                                          "ridgeserve_state_slots_used",
-                                                         "ridgeserve_state_slots_total",
+                                                         "ridgeserve_state_slots",
                                                          "ridgeserve_batch_size",
                                                          "ridgeserve_step_duration_seconds",
                                                          "ridgeserve_solver_iterations",
                                                          "ridgeserve_solver_relative_residual",
                                                          "ridgeserve_solver_capped_total",
                                                          "ridgeserve_kv_blocks_used",
-                                                         "ridgeserve_kv_blocks_total",
+                                                         "ridgeserve_kv_blocks",
                                                          "ridgeserve_preemptions_total"};
 
 }  // namespace ridge::testing

@@ -53,7 +53,7 @@ TEST(PrometheusMetricsTest, RecordsStepsAndRequests) {
   EXPECT_TRUE(Has(text, "ridgeserve_prompt_tokens_total 10"));
   EXPECT_TRUE(Has(text, "ridgeserve_generation_tokens_total 8"));
   EXPECT_TRUE(Has(text, "ridgeserve_state_slots_used 3"));
-  EXPECT_TRUE(Has(text, "ridgeserve_state_slots_total 8"));
+  EXPECT_TRUE(Has(text, "ridgeserve_state_slots 8"));
   EXPECT_TRUE(
       Has(text, "ridgeserve_solver_iterations_count{layer_type=\"mesa\",phase=\"decode\"} 3"));
   EXPECT_TRUE(

@@ -142,7 +142,7 @@ def main():
             failures += 1
         with urllib.request.urlopen("http://127.0.0.1:8101/metrics", timeout=10) as response:
             metrics = response.read().decode()
-        wanted = ["kv_blocks_total", "kv_blocks_used", "solver_iterations", "gka"]
+        wanted = ["ridgeserve_kv_blocks ", "kv_blocks_used", "solver_iterations", "gka"]
         for name in wanted:
             lines = [l for l in metrics.splitlines() if name in l and not l.startswith("#")]
             print(f"/metrics {name}: {len(lines)} series, e.g. {lines[:2]}")
