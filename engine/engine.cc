@@ -320,6 +320,11 @@ void Engine::CancelOrExpire(CancelList cancels) {
     for (const auto& [id, why] : cancels) {
       if (id != seq.id) continue;
       if (why == CancelReason::kStopString) return {true, FinishReason::kStop, absl::OkStatus()};
+      if (why == CancelReason::kShutdown) {
+        return {true, FinishReason::kCancelled,
+                absl::UnavailableError("the server is shutting down: its drain time ran out "
+                                       "before this request finished")};
+      }
       return {true, FinishReason::kCancelled, absl::CancelledError("cancelled by the client")};
     }
     if (seq.request.deadline.has_value() && *seq.request.deadline <= now) {

@@ -72,7 +72,8 @@ class Engine {
   // than the whole KV cache holds),
   // kResourceExhausted (queue full), kUnavailable (draining).
   absl::StatusOr<RequestId> Submit(EngineRequest request, std::shared_ptr<RequestSink> sink);
-  // The request finishes within one step: kCancelled, or kStop for kStopString. Unknown or
+  // The request finishes within one step: kCancelled (status Cancelled, or Unavailable for
+  // kShutdown), or kStop for kStopString. Unknown or
   // finished ids are ignored.
   void Cancel(RequestId id, CancelReason reason = CancelReason::kClient);
   // Stop admitting new requests; running and queued ones go on.

@@ -33,8 +33,9 @@ struct EngineRequest {
 
 enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
 // Why a transport ends a request early: the client went away or asked to (finishes as
-// kCancelled), or one of its stop strings matched the text (finishes as kStop, status OK).
-enum class CancelReason { kClient, kStopString };
+// kCancelled), one of its stop strings matched the text (finishes as kStop, status OK), or the
+// server is shutting down and its drain time ran out (kCancelled, status Unavailable).
+enum class CancelReason { kClient, kStopString, kShutdown };
 const char* FinishReasonName(FinishReason reason);  // "length", "stop", "eos", "cancelled", "error"
 
 struct LogprobEntry {

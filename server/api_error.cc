@@ -28,7 +28,7 @@ std::string ErrorType(const absl::Status& status) {
 std::string ErrorCode(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kNotFound:
-      return "model_not_found";
+      return ParamOf(status) == "model" ? "model_not_found" : "not_found";
     case absl::StatusCode::kOutOfRange:
       return "context_length_exceeded";
     case absl::StatusCode::kResourceExhausted:

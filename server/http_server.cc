@@ -6,6 +6,9 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <map>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "server/api_error.h"
@@ -13,6 +16,9 @@
 
 namespace ridge {
 namespace {
+
+// The largest request body read (a 1M-token prompt as ids is about 8 MB of JSON).
+constexpr size_t kMaxRequestBytes = size_t{64} << 20;
 
 using json = nlohmann::ordered_json;
 
@@ -56,7 +62,7 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     listen_fd_ = fd;
   });
-  server_->set_payload_max_length(64 << 20);
+  server_->set_payload_max_length(kMaxRequestBytes);
   // An idle keep-alive connection holds a worker until this timeout, and cpp-httplib's stop()
   // waits for every worker: short, so that shutdown after a drain is not held up.
   server_->set_keep_alive_timeout(2);
@@ -118,10 +124,27 @@ void HttpServer::RegisterRoutes() {
   };
   server_->Post("/v1/completions", generate(ApiKind::kCompletion));
   server_->Post("/v1/chat/completions", generate(ApiKind::kChat));
+  // Routes that exist under another method answer 405 with Allow; others 404; a body over
+  // the payload limit 413; each with an OpenAI-style error body.
   server_->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
-    if (response.status == 404 && response.body.empty()) {
+    if (!response.body.empty()) return;
+    static const std::map<std::string, std::string> kAllowed = {
+        {"/health", "GET"},    {"/ready", "GET"},           {"/metrics", "GET"},
+        {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}};
+    if (response.status == 404) {
+      if (auto it = kAllowed.find(request.path); it != kAllowed.end()) {
+        response.set_header("Allow", it->second);
+        SendJson(response, 405,
+                 ErrorBody(absl::InvalidArgumentError(absl::StrCat(
+                     request.method, " ", request.path, " is not allowed; use ", it->second))));
+        return;
+      }
       SendError(response,
                 absl::NotFoundError(absl::StrCat("no route ", request.method, " ", request.path)));
+    } else if (response.status == 413) {
+      SendJson(response, 413,
+               ErrorBody(absl::InvalidArgumentError(absl::StrCat(
+                   "the request body is larger than the limit of ", kMaxRequestBytes, " bytes"))));
     }
   });
 }

@@ -77,9 +77,9 @@ class Collector {
   }
 
   // Cancels the engine request (once), e.g. when the server stops; its final event follows.
-  void Cancel() {
+  void Cancel(CancelReason reason) {
     if (finished_ || cancel_sent_) return;
-    backend_->Cancel(id_);
+    backend_->Cancel(id_, reason);
     cancel_sent_ = true;
   }
 
@@ -236,10 +236,15 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
-  const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    return absl::InvalidArgumentError(
-        "the request body is not valid JSON (or not UTF-8); send a JSON object");
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::out_of_range& e) {  // e.g. a number beyond a double: 1e400
+    return absl::InvalidArgumentError(absl::StrCat("the request body holds a value out of range (",
+                                                   e.what(), "); send a JSON object"));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request body is not valid JSON (or not UTF-8): ", e.what(), "; send a JSON object"));
   }
   Prepared p;
   ASSIGN_OR_RETURN(p.api, ParseOpenAiRequest(parsed, kind, options_->limits));
@@ -302,7 +307,7 @@ void OpenAiHandler::Reply(const Prepared& prepared, RequestId id,
   Collector collector(backend_, id, tokenizer_, prepared.api.stop);
   OutputDelta all;
   while (!collector.finished()) {
-    if (cancel_all_->load()) collector.Cancel();
+    if (cancel_all_->load()) collector.Cancel(CancelReason::kShutdown);
     for (const RequestEvent& event : queue->Wait(kPoll)) Append(all, collector.Consume(event));
   }
   if (!collector.status().ok()) return Fail(collector.status(), response);
@@ -327,7 +332,7 @@ void OpenAiHandler::Stream(Prepared prepared, RequestId id, std::shared_ptr<Even
           sink.done();
           return true;
         }
-        if (cancel_all->load()) state->collector.Cancel();
+        if (cancel_all->load()) state->collector.Cancel(CancelReason::kShutdown);
         const std::string bytes = StreamBytes(*state, state->queue->Wait(kPoll));
         // A failed write means the client is gone: returning false ends the response, and the
         // releaser cancels the engine request.

@@ -121,6 +121,16 @@ absl::Status ReadPrompt(const json& body, const RequestLimits& limits, OpenAiReq
     ASSIGN_OR_RETURN(out->prompt_ids, ReadIds(*v, "prompt", limits.vocab_size));
     return absl::OkStatus();
   }
+  if ((*v)[0].is_number()) {  // meant as token ids: name the first one that is not an integer
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_number_integer()) {
+        return WithParam(
+            absl::InvalidArgumentError(absl::StrCat(
+                "prompt[", i, "] must be an integer token id, got ", Describe((*v)[i]))),
+            "prompt");
+      }
+    }
+  }
   if (v->size() != 1) {
     return FieldError("prompt", absl::StrCat("holds ", v->size(),
                                              " prompts; only one prompt per request is supported"));
@@ -138,7 +148,13 @@ absl::Status ReadPrompt(const json& body, const RequestLimits& limits, OpenAiReq
 
 absl::StatusOr<std::string> ReadContent(const json& content, size_t index) {
   const std::string where = absl::StrCat("messages[", index, "].content");
-  if (content.is_null()) return std::string();
+  if (content.is_null()) {
+    return WithParam(absl::InvalidArgumentError(absl::StrCat(
+                         where,
+                         " is missing or null: give the message's text (tool calls are "
+                         "not supported)")),
+                     "messages");
+  }
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
     return WithParam(
@@ -179,6 +195,13 @@ absl::Status ReadMessages(const json& body, OpenAiRequest* out) {
     if (role == nullptr || !role->is_string() || role->get<std::string>().empty()) {
       return WithParam(absl::InvalidArgumentError(
                            absl::StrCat("messages[", i, "].role must be a non-empty string")),
+                       "messages");
+    }
+    const std::string name = role->get<std::string>();
+    if (name != "system" && name != "user" && name != "assistant") {
+      return WithParam(absl::InvalidArgumentError(
+                           absl::StrCat("messages[", i, "].role is '", name,
+                                        "'; the roles supported are system, user and assistant")),
                        "messages");
     }
     const auto content = m.find("content");
@@ -308,6 +331,25 @@ absl::Status ReadUnsupported(const json& body, ApiKind kind) {
     bool echo = false;
     RETURN_IF_ERROR(ReadBool(body, "echo", &echo));
     if (echo) return FieldError("echo", "is not supported; send false or leave it out");
+    if (const json* v = Field(body, "suffix");
+        v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
+      return FieldError("suffix", "is not supported (no insertion mode); leave it out");
+    }
+  }
+  // Fields that would change the output: refused rather than silently ignored.
+  if (const json* v = Field(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
+    return FieldError("logit_bias", "is not supported yet; leave it out");
+  }
+  if (const json* v = Field(body, "response_format")) {
+    const json* type = v->is_object() ? Field(*v, "type") : nullptr;
+    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {
+      return FieldError("response_format",
+                        "is not supported beyond {\"type\": \"text\"} (no JSON or schema mode "
+                        "yet); leave it out");
+    }
+  }
+  if (const json* v = Field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) {
+    return FieldError("tools", "are not supported yet; leave them out");
   }
   return absl::OkStatus();
 }

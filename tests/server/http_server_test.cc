@@ -264,6 +264,21 @@ TEST_F(HttpServerTest, ErrorsHaveOpenAiBodiesAndCodes) {
 
   auto bad_json = client_->Post("/v1/completions", "{nope", "application/json");
   EXPECT_EQ(bad_json->status, 400);
+  auto overflow = client_->Post("/v1/completions", R"({"prompt": "x", "temperature": 1e400})",
+                                "application/json");
+  EXPECT_EQ(overflow->status, 400);
+  EXPECT_NE(overflow->body.find("out of range"), std::string::npos) << overflow->body;
+
+  // A route under another method: 405 with Allow; an unknown route: 404 not_found.
+  auto get = client_->Get("/v1/completions");
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_EQ(json::parse(get->body)["error"]["type"], "invalid_request_error");
+  auto post = client_->Post("/health", "", "application/json");
+  EXPECT_EQ(post->status, 405);
+  auto missing = client_->Get("/v2/nothing");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["code"], "not_found");
 
   r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}, {"model", "gpt-4"}});
   EXPECT_EQ(r.status, 404);

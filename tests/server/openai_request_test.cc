@@ -68,7 +68,7 @@ TEST(OpenAiRequestTest, ChatFields) {
       "messages": [{"role": "system", "content": "be brief"},
                    {"role": "user", "content": [{"type": "text", "text": "a"},
                                                 {"type": "text", "text": "b"}]},
-                   {"role": "assistant", "content": null}],
+                   {"role": "assistant", "content": ""}],
       "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 2,
       "top_k": -1})"),
                               ApiKind::kChat, Limits());
@@ -80,6 +80,25 @@ TEST(OpenAiRequestTest, ChatFields) {
   EXPECT_TRUE(r->logprobs);
   EXPECT_EQ(r->top_logprobs, 2);
   EXPECT_EQ(r->sampling.top_k, 0);
+}
+
+TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
+  auto r =
+      ParseOpenAiRequest(json::parse(R"({"prompt": [1, 2.5]})"), ApiKind::kCompletion, Limits());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prompt[1] must be an integer token id, got 2.5"),
+            std::string::npos)
+      << r.status();
+  r = ParseOpenAiRequest(json::parse(R"({"messages": [{"role": "tool", "content": "x"}]})"),
+                         ApiKind::kChat, Limits());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("messages[0].role is 'tool'"), std::string::npos)
+      << r.status();
+  // The neutral forms of the refused fields are accepted.
+  r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "suffix": "", "logit_bias": {},
+                                        "response_format": {"type": "text"}})"),
+                         ApiKind::kCompletion, Limits());
+  EXPECT_TRUE(r.ok()) << r.status();
 }
 
 TEST(OpenAiRequestTest, NullMeansAbsent) {
@@ -126,6 +145,11 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"({"prompt": [1, 512]})", "prompt"},
         InvalidCase{kC, R"({"prompt": [1, -1]})", "prompt"},
         InvalidCase{kC, R"({"prompt": [1, "a"]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": [1, 2.5]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": "x", "suffix": "y"})", "suffix"},
+        InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"5": 100}})", "logit_bias"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_object"}})",
+                    "response_format"},
         InvalidCase{kC, R"({"prompt": "x", "model": 3})", "model"},
         InvalidCase{kC, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
         InvalidCase{kC, R"({"prompt": "x", "max_tokens": 1001})", "max_tokens"},
@@ -175,6 +199,13 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kChat, R"({"messages": []})", "messages"},
         InvalidCase{kChat, R"({"messages": [{"content": "x"}]})", "messages"},
         InvalidCase{kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": null}]})", "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user"}]})", "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "tools": [{"type": "function"}]})",
+                    "tools"},
         InvalidCase{kChat,
                     R"({"messages": [{"role": "user",
                                       "content": [{"type": "image_url", "image_url": {}}]}]})",

@@ -177,6 +177,20 @@ TEST_F(EngineTest, StopStringCancelFinishesAsStop) {
   EXPECT_EQ(engine->Snapshot().slots_used, 0);
 }
 
+TEST_F(EngineTest, ShutdownCancelSaysTheServerIsShuttingDown) {
+  auto engine = Start({.max_slots = 2});
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = engine->Submit(Request({1, 2, 3}, 60000), sink);
+  ASSERT_TRUE(id.ok());
+  sink->WaitForTokens(2);
+  engine->Cancel(*id, CancelReason::kShutdown);
+  const RequestEvent last = sink->Wait();
+  EXPECT_EQ(last.finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(last.status.code(), absl::StatusCode::kUnavailable) << last.status;
+  EXPECT_NE(last.status.message().find("shutting down"), std::string::npos) << last.status;
+  EXPECT_TRUE(engine->WaitIdle(std::chrono::steady_clock::now() + 10s));
+}
+
 TEST_F(EngineTest, CancellationFreesTheSlot) {
   auto engine = Start({.max_slots = 2});
   auto sink = std::make_shared<CollectingSink>();
