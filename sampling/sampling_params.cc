@@ -27,8 +27,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
   if (params.max_tokens < 1) {
     return OutOfRange("max_tokens", "an integer >= 1", params.max_tokens);
   }
-  if (!(std::isfinite(params.temperature) && params.temperature >= 0.0f)) {
-    return OutOfRange("temperature", "a finite number >= 0 (0 means greedy)", params.temperature);
+  if (!InClosedRange(params.temperature, 0.0f, kMaxTemperature)) {
+    return OutOfRange("temperature", absl::StrCat("in [0, ", kMaxTemperature, "] (0 means greedy)"),
+                      params.temperature);
   }
   if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) {
     return OutOfRange("top_p", "in (0, 1] (1 turns it off)", params.top_p);
@@ -40,8 +41,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
   if (!InClosedRange(params.min_p, 0.0f, 1.0f)) {
     return OutOfRange("min_p", "in [0, 1] (0 turns it off)", params.min_p);
   }
-  if (!(std::isfinite(params.repetition_penalty) && params.repetition_penalty > 0.0f)) {
-    return OutOfRange("repetition_penalty", "a finite number > 0 (1 turns it off)",
+  if (!(params.repetition_penalty > 0.0f && params.repetition_penalty <= kMaxRepetitionPenalty)) {
+    return OutOfRange("repetition_penalty",
+                      absl::StrCat("in (0, ", kMaxRepetitionPenalty, "] (1 turns it off)"),
                       params.repetition_penalty);
   }
   if (!InClosedRange(params.presence_penalty, -2.0f, 2.0f)) {

@@ -24,6 +24,11 @@ struct SamplingParams {
   bool ignore_eos = false;
 };
 
+// The largest temperature and repetition penalty a request may ask for, on every transport (the
+// OpenAI API's temperature range is [0, 2]).
+inline constexpr float kMaxTemperature = 2.0f;
+inline constexpr float kMaxRepetitionPenalty = 10.0f;
+
 // Returns InvalidArgument naming the first field that is out of range (NaN is out of range
 // everywhere), with the allowed range in the message. `vocab_size` must be positive.
 absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size);

@@ -281,7 +281,7 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
   out->max_tokens_defaulted = !max_tokens.has_value();
 
   std::optional<double> number;
-  RETURN_IF_ERROR(ReadNumber(body, "temperature", {0.0, 2.0}, &number));
+  RETURN_IF_ERROR(ReadNumber(body, "temperature", {0.0, kMaxTemperature}, &number));
   if (number) p.temperature = static_cast<float>(*number);
   number.reset();
   RETURN_IF_ERROR(ReadNumber(body, "top_p", {0.0, 1.0, true}, &number));
@@ -290,7 +290,8 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
   RETURN_IF_ERROR(ReadNumber(body, "min_p", {0.0, 1.0}, &number));
   if (number) p.min_p = static_cast<float>(*number);
   number.reset();
-  RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", {0.0, 10.0, true}, &number));
+  RETURN_IF_ERROR(
+      ReadNumber(body, "repetition_penalty", {0.0, kMaxRepetitionPenalty, true}, &number));
   if (number) p.repetition_penalty = static_cast<float>(*number);
   number.reset();
   RETURN_IF_ERROR(ReadNumber(body, "presence_penalty", {-2.0, 2.0}, &number));

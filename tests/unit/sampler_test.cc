@@ -205,12 +205,14 @@ TEST(SamplerTest, ExtremeTemperaturesStayWellDefined) {
   Sampler cold = MakeSampler(tiny, 4);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(cold.Sample(logits, {}, {}), 1);
 
-  SamplingParams huge = Seeded(3);
-  huge.temperature = 1e6f;
-  Sampler hot = MakeSampler(huge, 3);
+  // The hottest a request may ask for (kMaxTemperature) over logits a million times larger than
+  // their differences: as flat as the logits say.
+  SamplingParams hot_params = Seeded(3);
+  hot_params.temperature = kMaxTemperature;
+  Sampler hot = MakeSampler(hot_params, 3);
   constexpr int kDraws = 30000;
-  ExpectMatchesDistribution(Histogram(hot, {1.0f, 2.0f, 3.0f}, kDraws), {1.0 / 3, 1.0 / 3, 1.0 / 3},
-                            kDraws);
+  ExpectMatchesDistribution(Histogram(hot, {1e6f, 1e6f + 0.5f, 1e6f + 1.0f}, kDraws),
+                            {0.2543, 0.3265, 0.4192}, kDraws);
 }
 
 // ---------------------------------------------------------------- filters
