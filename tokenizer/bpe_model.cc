@@ -63,6 +63,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
   }
   auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) return FieldError(kWhere, "vocab", "an object");
+  if (vocab->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(kWhere, ": the vocabulary is empty"));
+  }
   int64_t max_id = -1;
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
@@ -83,6 +86,11 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
   bpe->vocab_.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     const auto id = static_cast<int32_t>(it.value().get<int64_t>());
+    if (bpe->id_present_[id]) {  // two tokens for one id: decoding could not tell them apart
+      return absl::InvalidArgumentError(absl::StrCat(kWhere, ": vocab entries '",
+                                                     bpe->id_to_token_[id], "' and '", it.key(),
+                                                     "' share the id ", id));
+    }
     bpe->vocab_[it.key()] = id;
     bpe->id_to_token_[id] = it.key();
     bpe->id_present_[id] = true;

@@ -129,6 +129,14 @@ TEST(TokenizerTest, RejectsMalformedFiles) {
                   "unsupported model type 'Unigram'");
   ExpectLoadError([](auto& j) { j["model"]["vocab"] = 3; }, "vocab");
   ExpectLoadError([](auto& j) { j["model"]["vocab"]["x"] = "seven"; }, "no valid id");
+  ExpectLoadError([](auto& j) { j["model"]["vocab"] = nlohmann::json::object(); },
+                  "the vocabulary is empty");
+  ExpectLoadError(
+      [](auto& j) {
+        const auto first = j["model"]["vocab"].begin();
+        j["model"]["vocab"]["a duplicate"] = first.value();
+      },
+      "share the id");
   ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "nospace"; }, "malformed merge");
   ExpectLoadError([](auto& j) { j["model"]["merges"][0] = "zzq\xC3\xA9 qq"; },
                   "not in the vocabulary");
