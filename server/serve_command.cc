@@ -67,7 +67,9 @@ then the process exits 0.
                                the CPU; on a GPU, where a step's prompt chunks run in
                                parallel, about three waves of them: 4224 for 6 heads on an
                                H200)
-  --max-prompt-tokens N        longer prompts are rejected with 413 (default 1048576)
+  --max-prompt-tokens N        longer prompts are rejected with 413 (default: the model's
+                               context (max_position_embeddings, else 1048576), and at most
+                               32768 on the CPU, where longer prompts take minutes)
   --max-tokens-limit N         the largest max_tokens a request may ask for (default 65536)
   --solver-tolerance T         default stopping rule (CG: ||r|| <= T ||r0||; Chebyshev:
                                ||A x - q|| <= T ||q||) for requests that set
@@ -141,6 +143,19 @@ absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model
       " ids, chat template ",
       out.chat_template ? std::string(out.chat_template->format()) : std::string("none"));
   return out;
+}
+
+// The prompt limit when --max-prompt-tokens is not given: the model's context, and on the CPU at
+// most kCpuDefaultPromptTokens (tens of seconds of prefill for the small models; minutes beyond),
+// so that no default lets one request hold the machine for minutes. A flag away either way.
+constexpr int64_t kCpuDefaultPromptTokens = 32768;
+constexpr int64_t kDefaultPromptTokens = int64_t{1} << 20;
+
+int64_t DefaultMaxPromptTokens(const ModelSpec& spec, std::string_view device) {
+  int64_t limit =
+      spec.max_position_embeddings > 0 ? spec.max_position_embeddings : kDefaultPromptTokens;
+  if (device == "cpu") limit = std::min(limit, kCpuDefaultPromptTokens);
+  return limit;
 }
 
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const ModelSpec& spec) {
@@ -219,7 +234,6 @@ absl::Status Serve(int argc, char** argv) {
       std::min<int32_t>(http_options.limits.default_chat_max_tokens,
                         static_cast<int32_t>(engine_options.max_new_tokens));
   http_options.default_solver = engine_options.default_solver;
-  http_options.max_prompt_tokens = engine_options.max_prompt_tokens;
   http_options.created = static_cast<int64_t>(std::time(nullptr));
   ASSIGN_OR_RETURN(
       const int64_t http_threads,
@@ -241,12 +255,16 @@ absl::Status Serve(int argc, char** argv) {
   if (!args.Has("prefill-token-budget")) {
     engine_options.prefill_token_budget = model_backend->preferred_prefill_tokens_per_step();
   }
+  if (!args.Has("max-prompt-tokens")) {
+    engine_options.max_prompt_tokens = DefaultMaxPromptTokens(spec, model_backend->name());
+  }
+  http_options.max_prompt_tokens = engine_options.max_prompt_tokens;
   if (const KvLayout& backend_kv = model_backend->kv_layout(); !backend_kv.empty()) {
     const int64_t blocks = model_backend->num_kv_blocks();
     const int64_t tokens = blocks * backend_kv.block_size;
     Log(LogLevel::kInfo, "KV cache: ", blocks, " blocks of ", backend_kv.block_size, " tokens (",
-        blocks * backend_kv.bytes_per_block(), " bytes): ", tokens,
-        " tokens in all, e.g. ", tokens / 1024, " sequences of 1K tokens, ", tokens / 8192,
+        blocks * backend_kv.bytes_per_block(), " bytes): ", tokens, " tokens in all, e.g. ",
+        tokens / 1024, " sequences of 1K tokens, ", tokens / 8192,
         " of 8K (sliding-window layers keep their window in the state slot)");
   }
   PrometheusMetrics metrics(RecurrentLayerType(spec));

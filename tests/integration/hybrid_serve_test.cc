@@ -179,6 +179,8 @@ TEST_F(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
   EXPECT_NE(info.find("layer_pattern: \"GKA-*-GKA-SWA\""), std::string::npos) << info;
   EXPECT_NE(info.find("eos_token_ids: 3"), std::string::npos) << info;
   EXPECT_NE(info.find("kv_blocks_total: 10"), std::string::npos) << info;
+  // No --max-prompt-tokens: the model's context (4096, under the CPU's default cap of 32768).
+  EXPECT_NE(info.find("max_prompt_tokens: 4096"), std::string::npos) << info;
 }
 #endif
 
