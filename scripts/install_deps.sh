@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package that building and testing ridgeserve needs.
-# The one place where the project's system dependencies are listed.
+# The one place where the project's system dependencies are listed (the container builds in
+# deploy/docker run this script too).
+#
+#   scripts/install_deps.sh           Debian's packages
+#   scripts/install_deps.sh --cuda    also NVIDIA's CUDA 13.0 compiler and cuBLAS, from NVIDIA's
+#                                     Debian 12 repository (Debian has no CUDA 13)
 set -euo pipefail
+
+cuda=0
+for arg in "$@"; do
+  case "$arg" in
+    --cuda) cuda=1 ;;
+    *)
+      echo "usage: scripts/install_deps.sh [--cuda]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3
@@ -10,8 +26,11 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev
   libopenblas-openmp-dev libpcre2-dev libicu-dev liblzma-dev
   libgtest-dev libgmock-dev
-  prometheus  # only for `promtool check metrics` in the HTTP integration test (skipped without it)
+  prometheus  # promtool: checks of the metrics exposition and of deploy/'s Prometheus files
+  python3-yaml  # the checks of deploy/'s Compose, Prometheus and Kubernetes files
 )
+cuda_packages=(cuda-nvcc-13-0 cuda-cudart-dev-13-0 libcublas-dev-13-0)
+cuda_keyring=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
 
 if [ "$(id -u)" -ne 0 ]; then
   SUDO=sudo
@@ -30,4 +49,21 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install_deps: all packages present"
+fi
+
+if [ "$cuda" -eq 1 ]; then
+  missing=()
+  for p in "${cuda_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "install_deps: installing ${missing[*]} from NVIDIA's repository"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      ca-certificates curl
+    curl -fsSL "$cuda_keyring" -o /tmp/cuda-keyring.deb
+    $SUDO dpkg -i /tmp/cuda-keyring.deb
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}"
+  fi
 fi

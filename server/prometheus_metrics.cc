@@ -106,6 +106,12 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                            .Help("KV-cache blocks in the pool (--kv-blocks, --kv-cache-memory).")
                            .Register(*registry_)
                            .Add({})),
+      memory_usage_(prometheus::BuildGauge()
+                        .Name("ridgeserve_memory_usage_ratio")
+                        .Help("The fuller of the state-slot and KV-block pools, as a fraction "
+                              "(0 to 1): the cache usage a load balancer routes by.")
+                        .Register(*registry_)
+                        .Add({})),
       preemptions_(prometheus::BuildCounter()
                        .Name("ridgeserve_preemptions_total")
                        .Help("Sequences preempted for KV blocks (recomputed when readmitted).")
@@ -184,8 +190,8 @@ void PrometheusMetrics::OnStep(const StepReport& report) {
   requests_waiting_.Set(static_cast<double>(report.waiting));
   slots_used_.Set(static_cast<double>(report.slots_used));
   slots_total_.Set(static_cast<double>(report.slots_total));
-  kv_blocks_used_.Set(static_cast<double>(report.kv_blocks_used));
-  kv_blocks_total_.Set(static_cast<double>(report.kv_blocks_total));
+  SetMemory(report.slots_used, report.slots_total, report.kv_blocks_used,
+            report.kv_blocks_total);
   if (report.preemptions > 0) preemptions_.Increment(static_cast<double>(report.preemptions));
 }
 
@@ -213,8 +219,18 @@ void PrometheusMetrics::SetSnapshot(const EngineSnapshot& snapshot) {
   requests_waiting_.Set(static_cast<double>(snapshot.waiting));
   slots_used_.Set(static_cast<double>(snapshot.slots_used));
   slots_total_.Set(static_cast<double>(snapshot.slots_total));
-  kv_blocks_used_.Set(static_cast<double>(snapshot.kv_blocks_used));
-  kv_blocks_total_.Set(static_cast<double>(snapshot.kv_blocks_total));
+  SetMemory(snapshot.slots_used, snapshot.slots_total, snapshot.kv_blocks_used,
+            snapshot.kv_blocks_total);
+}
+
+void PrometheusMetrics::SetMemory(int64_t slots_used, int64_t slots_total, int64_t blocks_used,
+                                  int64_t blocks_total) {
+  kv_blocks_used_.Set(static_cast<double>(blocks_used));
+  kv_blocks_total_.Set(static_cast<double>(blocks_total));
+  auto share = [](int64_t used, int64_t total) {
+    return total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
+  };
+  memory_usage_.Set(std::max(share(slots_used, slots_total), share(blocks_used, blocks_total)));
 }
 
 std::string PrometheusMetrics::Serialize() const {

@@ -45,6 +45,9 @@ class PrometheusMetrics final : public EngineObserver {
   static std::string StatusLabel(const absl::Status& status);
 
  private:
+  // The KV gauges and ridgeserve_memory_usage_ratio from the pools' use.
+  void SetMemory(int64_t slots_used, int64_t slots_total, int64_t blocks_used,
+                 int64_t blocks_total);
   void ObserveSolver(const char* phase, const SolverStats& stats);
 
   std::string layer_type_;
@@ -62,6 +65,7 @@ class PrometheusMetrics final : public EngineObserver {
   prometheus::Gauge& slots_total_;
   prometheus::Gauge& kv_blocks_used_;
   prometheus::Gauge& kv_blocks_total_;
+  prometheus::Gauge& memory_usage_;
   prometheus::Counter& preemptions_;
   prometheus::Histogram& batch_size_;
   prometheus::Family<prometheus::Histogram>& step_duration_;

@@ -21,6 +21,7 @@ inline constexpr const char* kDocumentedMetricNames[] = {"ridgeserve_requests_to
                                                          "ridgeserve_solver_capped_total",
                                                          "ridgeserve_kv_blocks_used",
                                                          "ridgeserve_kv_blocks",
+                                                         "ridgeserve_memory_usage_ratio",
                                                          "ridgeserve_preemptions_total"};
 
 }  // namespace ridge::testing

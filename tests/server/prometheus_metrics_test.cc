@@ -69,7 +69,16 @@ TEST(PrometheusMetricsTest, RecordsStepsAndRequests) {
   EXPECT_TRUE(Has(text, "ridgeserve_step_duration_seconds_count{phase=\"decode\"} 1"));
   EXPECT_TRUE(Has(text, "ridgeserve_batch_size_sum 3"));
 
+  EXPECT_TRUE(Has(text, "ridgeserve_memory_usage_ratio 0.375")) << text;  // 3 of 8 slots
+
   EngineSnapshot snapshot;
+  snapshot.slots_total = 8;
+  snapshot.slots_used = 1;
+  snapshot.kv_blocks_used = 6;
+  snapshot.kv_blocks_total = 10;
+  metrics.SetSnapshot(snapshot);
+  EXPECT_TRUE(Has(metrics.Serialize(), "ridgeserve_memory_usage_ratio 0.6"));  // the KV pool
+  snapshot = EngineSnapshot{};
   snapshot.slots_total = 8;
   metrics.SetSnapshot(snapshot);
   EXPECT_TRUE(Has(metrics.Serialize(), "ridgeserve_state_slots_used 0"));
