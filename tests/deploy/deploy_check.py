@@ -11,6 +11,9 @@
 - The Dockerfiles install packages only through scripts/install_deps.sh (the one list), run as
   a non-root user and have a HEALTHCHECK on /health; the entry point turns RIDGESERVE_* variables
   into flags without repeating one the arguments give.
+- With the validators scripts/install_deps.sh puts in .tools/ (from PyPI): the overlays and the
+  gateway rendered by `kubectl kustomize` and validated strictly against the Kubernetes schemas,
+  and the Dockerfiles linted by hadolint.
 
     python3 tests/deploy/deploy_check.py --repo . --server build/server/ridgeserve
 """
@@ -159,6 +162,35 @@ def exported_metrics(server, repo):
     return names
 
 
+def check_with_tools(repo):
+    """kubectl kustomize, the Kubernetes schemas and hadolint from .tools/ (install_deps.sh puts
+    them there from PyPI; without them these checks are skipped, and said so)."""
+    tools = repo / ".tools" / "bin"
+    kubectl, validate, hadolint = (tools / "kubectl", tools / "kubernetes-validate",
+                                   tools / "hadolint")
+    if not (kubectl.exists() and validate.exists() and hadolint.exists()):
+        print("deploy validators not in .tools/ (scripts/install_deps.sh installs them from "
+              "PyPI): kustomize rendering, schema validation and Dockerfile lint skipped")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for target in ("overlays/cpu", "overlays/gpu", "gateway"):
+            rendered = pathlib.Path(tmp) / (target.replace("/", "_") + ".yaml")
+            run = subprocess.run([str(kubectl), "kustomize", str(repo / "deploy" / "kubernetes" /
+                                                                 target)],
+                                 capture_output=True, text=True)
+            check(run.returncode == 0, f"kubectl kustomize {target}: {run.stderr}")
+            rendered.write_text(run.stdout)
+            # Strict: unknown fields are errors. CRDs (ServiceMonitor, InferencePool) have no
+            # bundled schema: a warning, not a failure.
+            run = subprocess.run([str(validate), "--strict", "--quiet", str(rendered)],
+                                 capture_output=True, text=True)
+            check(run.returncode == 0, f"kubernetes-validate {target}: {run.stdout}{run.stderr}")
+    docker = repo / "deploy" / "docker"
+    run = subprocess.run([str(hadolint), str(docker / "Dockerfile.cpu"),
+                          str(docker / "Dockerfile.cuda")], capture_output=True, text=True)
+    check(run.returncode == 0, f"hadolint: {run.stdout}{run.stderr}")
+
+
 def check_docker(repo):
     docker = repo / "deploy" / "docker"
     for name in ("Dockerfile.cpu", "Dockerfile.cuda"):
@@ -206,6 +238,7 @@ def main():
     check(not missing, f"named in deploy/ but not exported: {missing}")
     print(f"{len(named)} metrics named in deploy/, all exported" if not missing else "")
     check_docker(repo)
+    check_with_tools(repo)
     print("FAILED" if failures else "PASSED", f"({len(failures)} failures)")
     return 1 if failures else 0
 
