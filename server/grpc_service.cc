@@ -249,11 +249,26 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>, 
 }  // namespace
 
 struct GrpcServer::Service final : public v1::Generation::CallbackService {
-  Service(Engine* engine, ServedModel model) : engine(engine), model(std::move(model)) {}
+  Service(Engine* engine, ServedModel model, ApiKeys keys)
+      : engine(engine), model(std::move(model)), keys(std::move(keys)) {}
+
+  // OK when the call's metadata carries an accepted key (or no keys are configured).
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const {
+    if (!keys.enabled()) return absl::OkStatus();
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find("authorization");
+    if (it != metadata.end() &&
+        keys.Accepts(std::string_view(it->second.data(), it->second.size()))) {
+      return absl::OkStatus();
+    }
+    return absl::UnauthenticatedError(
+        "a valid API key is required: send it as 'authorization: Bearer <key>' metadata");
+  }
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const v1::GenerateRequest* request,
                                      v1::GenerateResponse* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
     absl::StatusOr<ParsedGenerateRequest> parsed = Parse(*request, *context);
     if (!parsed.ok()) return FinishNow(context, parsed.status());
     return new UnaryCall(engine, *std::move(parsed), model.tokenizer, response);
@@ -261,7 +276,9 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* GenerateStream(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override {
-    absl::StatusOr<ParsedGenerateRequest> parsed = Parse(*request, *context);
+    const absl::Status auth = Authorize(*context);
+    absl::StatusOr<ParsedGenerateRequest> parsed =
+        auth.ok() ? Parse(*request, *context) : absl::StatusOr<ParsedGenerateRequest>(auth);
     if (!parsed.ok()) {
       // A reactor that finishes at once.
       class Failed final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
@@ -277,6 +294,7 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
                                      const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
     if (model.tokenizer == nullptr) return FinishNow(context, NoTokenizer("Tokenize"));
     absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(
         request->text(), request->has_add_special_tokens() ? request->add_special_tokens() : true);
@@ -288,6 +306,7 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
                                        const v1::DetokenizeRequest* request,
                                        v1::DetokenizeResponse* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
     if (model.tokenizer == nullptr) return FinishNow(context, NoTokenizer("Detokenize"));
     const std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
     absl::StatusOr<std::string> text = model.tokenizer->Decode(
@@ -300,6 +319,7 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest*,
                                          v1::ModelInfo* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
     FillModelInfo(model, engine->spec(), engine->memory(), response);
     return FinishNow(context, absl::OkStatus());
   }
@@ -330,6 +350,7 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
 
   Engine* const engine;
   const ServedModel model;
+  const ApiKeys keys;
 };
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
@@ -343,7 +364,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
   model.limits = engine->options();
 
   std::unique_ptr<GrpcServer> server(new GrpcServer());
-  server->service_ = std::make_unique<Service>(engine, std::move(model));
+  server->service_ =
+      std::make_unique<Service>(engine, std::move(model), std::move(options.api_keys));
 
   // Process-wide switches; both must precede building the server.
   grpc::EnableDefaultHealthCheckService(true);

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "server/api_keys.h"
 #include "tokenizer/tokenizer.h"
 
 namespace grpc {
@@ -22,6 +23,9 @@ struct GrpcServerOptions {
   // The name GetModelInfo reports and GenerateRequest.model may name.
   std::string model_name;
   int64_t max_message_bytes = 64 << 20;  // largest request accepted (token-id prompts are big)
+  // Keys every Generation method requires as `authorization: Bearer <key>` metadata
+  // (UNAUTHENTICATED otherwise); the health service stays open. No keys: all open.
+  ApiKeys api_keys;
 };
 
 class GrpcServer {

@@ -88,6 +88,24 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::RegisterRoutes() {
+  // API keys before any route: a request without an accepted key gets 401 and reaches nothing.
+  server_->set_pre_routing_handler(
+      [this](const httplib::Request& request, httplib::Response& response) {
+        using Result = httplib::Server::HandlerResponse;
+        const ApiKeys& keys = options_.api_keys;
+        if (!keys.enabled() || request.path == "/health" || request.path == "/ready") {
+          return Result::Unhandled;
+        }
+        if (request.path == "/metrics" && options_.open_metrics) return Result::Unhandled;
+        if (keys.Accepts(request.get_header_value("Authorization"))) return Result::Unhandled;
+        response.set_header("WWW-Authenticate", "Bearer");
+        nlohmann::ordered_json body = ErrorBody(absl::UnauthenticatedError(
+            "a valid API key is required: send it as 'Authorization: Bearer <key>'"));
+        body["error"]["type"] = "authentication_error";
+        body["error"]["code"] = "invalid_api_key";
+        SendJson(response, 401, body);
+        return Result::Handled;
+      });
   server_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
     SendJson(response, 200, {{"status", "ok"}});
   });

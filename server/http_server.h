@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/solver_types.h"
 #include "server/active_requests.h"
+#include "server/api_keys.h"
 #include "server/generation_backend.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
@@ -32,6 +33,10 @@ struct HttpServerOptions {
   int64_t max_prompt_tokens = 1 << 20;  // longer prompts: 413
   int worker_threads = 64;  // concurrent connections served (a stream holds one for its life)
   int64_t created = 0;      // unix time reported by /v1/models
+  // Keys the generation routes (/v1/...) and, unless open_metrics, /metrics require
+  // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.
+  ApiKeys api_keys;
+  bool open_metrics = false;
 };
 
 class HttpServer {

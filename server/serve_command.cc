@@ -14,6 +14,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/engine.h"
+#include "server/api_keys.h"
 #include "server/backend_selection.h"
 #include "server/command_support.h"
 #include "server/commands.h"
@@ -67,6 +68,11 @@ then the process exits 0.
                                the CPU; on a GPU, where a step's prompt chunks run in
                                parallel, about three waves of them: 4224 for 6 heads on an
                                H200)
+  --api-key KEY                clients must send 'Authorization: Bearer KEY' (HTTP) or
+                               'authorization: Bearer KEY' metadata (gRPC); 401 /
+                               UNAUTHENTICATED otherwise. /health and /ready stay open
+  --api-key-file PATH          more keys, one a line ('#' comments); with --api-key, both count
+  --open-metrics               /metrics without a key (for a scraper inside the network)
   --max-prompt-tokens N        longer prompts are rejected with 413 (default: the model's
                                context (max_position_embeddings, else 1048576), and at most
                                32768 on the CPU, where longer prompts take minutes)
@@ -195,9 +201,9 @@ absl::Status Serve(int argc, char** argv) {
   known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
                 "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
-                "kv-cache-memory"});
+                "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
-  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known));
+  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"open-metrics"}));
   const sigset_t shutdown_signals = BlockShutdownSignals();
 
   ASSIGN_OR_RETURN(const int64_t port, args.Int("http-port", 8000));
@@ -235,6 +241,15 @@ absl::Status Serve(int argc, char** argv) {
                         static_cast<int32_t>(engine_options.max_new_tokens));
   http_options.default_solver = engine_options.default_solver;
   http_options.created = static_cast<int64_t>(std::time(nullptr));
+  ASSIGN_OR_RETURN(http_options.api_keys,
+                   ApiKeys::Load(args.StringOr("api-key", ""), args.StringOr("api-key-file", "")));
+  http_options.open_metrics = args.Has("open-metrics");
+  if (http_options.api_keys.enabled()) {
+    Log(LogLevel::kInfo, "API keys: ", http_options.api_keys.size(),
+        " (HTTP 'Authorization: Bearer', gRPC 'authorization' metadata); /health and /ready are "
+        "open, /metrics ",
+        http_options.open_metrics ? "open (--open-metrics)" : "needs a key too");
+  }
   ASSIGN_OR_RETURN(
       const int64_t http_threads,
       args.Int("http-threads", std::min<int64_t>(1024, engine_options.max_slots +
@@ -281,7 +296,8 @@ absl::Status Serve(int argc, char** argv) {
   if (grpc_port >= 0) {
     ASSIGN_OR_RETURN(grpc, GrpcServer::Start(engine.get(), tokenizer.tokenizer.get(),
                                              {.address = absl::StrCat(host, ":", grpc_port),
-                                              .model_name = http_options.model_id}));
+                                              .model_name = http_options.model_id,
+                                              .api_keys = http_options.api_keys}));
   }
 #endif
   std::thread http_thread([&http] { http.Run(); });

@@ -50,7 +50,8 @@ struct Stack {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Generation::Stub> stub;
 
-  static std::unique_ptr<Stack> Start(EngineOptions options, bool with_tokenizer) {
+  static std::unique_ptr<Stack> Start(EngineOptions options, bool with_tokenizer,
+                                      ApiKeys keys = {}) {
     auto stack = std::make_unique<Stack>();
     auto model = MesaNetModel::Load(kCheckpoint);
     EXPECT_TRUE(model.ok()) << model.status();
@@ -66,9 +67,10 @@ struct Stack {
     EXPECT_TRUE(engine.ok()) << engine.status();
     if (!engine.ok()) return nullptr;
     stack->engine = std::move(*engine);
-    auto server =
-        GrpcServer::Start(stack->engine.get(), stack->tokenizer.get(),
-                          GrpcServerOptions{.address = "127.0.0.1:0", .model_name = "d64_untied"});
+    auto server = GrpcServer::Start(
+        stack->engine.get(), stack->tokenizer.get(),
+        GrpcServerOptions{
+            .address = "127.0.0.1:0", .model_name = "d64_untied", .api_keys = std::move(keys)});
     EXPECT_TRUE(server.ok()) << server.status();
     if (!server.ok()) return nullptr;
     stack->server = std::move(*server);
@@ -355,6 +357,38 @@ int HealthStatus(grpc::Channel* channel, const std::string& service) {
   for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
   return bytes.empty() ? 0 : -100;
+}
+
+// With API keys: every Generation method needs `authorization: Bearer <key>`; health does not.
+TEST(GrpcApiKeysTest, MethodsNeedAKeyHealthDoesNot) {
+  auto keys = ApiKeys::Load("grpc-key-12345", "");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  auto stack = Stack::Start(EngineOptions{.max_slots = 2}, /*with_tokenizer=*/true, *keys);
+  ASSERT_NE(stack, nullptr);
+  for (const char* header : {"", "Bearer wrong-key-000"}) {
+    grpc::ClientContext context;
+    if (*header != '\0') context.AddMetadata("authorization", header);
+    v1::GenerateResponse response;
+    EXPECT_EQ(stack->stub->Generate(&context, IdsRequest({1, 2}, 2, 1), &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  grpc::ClientContext info_context;
+  v1::ModelInfo info;
+  EXPECT_EQ(stack->stub->GetModelInfo(&info_context, {}, &info).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext stream_context;
+  auto reader = stack->stub->GenerateStream(&stream_context, IdsRequest({1, 2}, 2, 1));
+  v1::GenerateResponse message;
+  while (reader->Read(&message)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer grpc-key-12345");
+  v1::GenerateResponse response;
+  const grpc::Status ok = stack->stub->Generate(&context, IdsRequest({1, 2}, 2, 1), &response);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(HealthStatus(stack->channel.get(), ""), 1);
 }
 
 TEST_F(GrpcServerTest, HealthCheck) {

@@ -326,6 +326,8 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
       {"--model " + kModel.string() + " --solver-max-iterations 50 --max-solver-iterations 40",
        "--max-solver-iterations"},
       {"--model " + kModel.string() + " --http-prot 1", "http-prot"},
+      {"--model " + kModel.string() + " --api-key short", "8 to 256 characters"},
+      {"--model " + kModel.string() + " --api-key-file /nonexistent/keys", "cannot be read"},
       {"--model " + kModel.string() + " --load-format dummy", "--load-format"},
       {"--model " + ConfigOnlyModel().string(), "model.safetensors"},
       {"--model " + (TempDir() / "nonexistent").string() + " --load-format random",

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -104,6 +106,8 @@ class FakeBackend final : public GenerationBackend {
 
 class HttpServerTest : public ::testing::Test {
  protected:
+  // Options a test may change before Start (SetUp starts with the defaults).
+  virtual void Configure(HttpServerOptions&) {}
   void SetUp() override {
     tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
                                       testing::TinyTokenizerConfigJson().dump());
@@ -117,6 +121,7 @@ class HttpServerTest : public ::testing::Test {
     options.limits.max_new_tokens = 1000;
     options.max_prompt_tokens = 100;
     options.worker_threads = 16;
+    Configure(options);
     server_ =
         std::make_unique<HttpServer>(&backend_, tokenizer_.get(), chat_.get(), &metrics_, options);
     auto port = server_->Bind("127.0.0.1", 0);
@@ -390,6 +395,56 @@ TEST(HttpServerBindTest, ATakenPortIsAnErrorNotASharedPort) {
   HttpServer second(&backend, nullptr, nullptr, nullptr, options);
   const auto again = second.Bind("127.0.0.1", *port);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+}
+
+class HttpServerKeysTest : public HttpServerTest {
+ protected:
+  void Configure(HttpServerOptions& options) override {
+    auto keys = ApiKeys::Load("key-one-12345", "");
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    options.api_keys = *keys;
+  }
+};
+
+TEST_F(HttpServerKeysTest, GenerationAndMetricsNeedAKeyProbesDoNot) {
+  auto r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.body["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(client_->Get("/metrics")->status, 401);
+  EXPECT_EQ(client_->Get("/v1/models")->status, 401);
+  EXPECT_EQ(client_->Get("/health")->status, 200);
+  EXPECT_EQ(client_->Get("/ready")->status, 200);
+
+  client_->set_bearer_token_auth("wrong-key-000");
+  EXPECT_EQ(PostJson(*client_, "/v1/completions", {{"prompt", "x"}}).status, 401);
+  client_->set_bearer_token_auth("key-one-12345");
+  EXPECT_EQ(PostJson(*client_, "/v1/completions", {{"prompt", "x"}}).status, 200);
+  EXPECT_EQ(client_->Get("/metrics")->status, 200);
+  EXPECT_EQ(client_->Get("/v1/models")->status, 200);
+}
+
+TEST(ApiKeysTest, LoadsKeysAndRefusesBadOnes) {
+  const auto dir = std::filesystem::temp_directory_path() / "ridge_api_keys_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "keys") << "# team keys\n\nalpha-12345678\n  beta-12345678  \n";
+  auto keys = ApiKeys::Load("gamma-12345678", (dir / "keys").string());
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(keys->size(), 3u);
+  EXPECT_TRUE(keys->Accepts("Bearer beta-12345678"));
+  EXPECT_TRUE(keys->Accepts("bearer gamma-12345678"));
+  EXPECT_FALSE(keys->Accepts("Bearer beta-1234567"));    // a prefix
+  EXPECT_FALSE(keys->Accepts("Bearer beta-123456789"));  // longer
+  EXPECT_FALSE(keys->Accepts("beta-12345678"));          // no scheme
+  EXPECT_FALSE(keys->Accepts(""));
+  EXPECT_TRUE(ApiKeys::Load("", "")->Accepts(""));  // no keys: open
+
+  std::ofstream(dir / "empty") << "# nothing\n";
+  EXPECT_FALSE(ApiKeys::Load("", (dir / "empty").string()).ok());
+  EXPECT_EQ(ApiKeys::Load("", (dir / "missing").string()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(ApiKeys::Load("short", "").ok());
+  EXPECT_FALSE(ApiKeys::Load("has space inside", "").ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

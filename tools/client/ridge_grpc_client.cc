@@ -38,6 +38,7 @@ constexpr char kUsage[] =
   --solver-tolerance T      CG tolerance for this request
   --solver-max-iterations M CG iteration cap for this request
   --timeout SECONDS         deadline of the call (default 600)
+  --api-key KEY             sent as 'authorization: Bearer KEY' metadata (servers with keys)
 )";
 
 const char* FinishName(v1::FinishReason r) {
@@ -93,7 +94,7 @@ absl::Status Run(int argc, char** argv) {
       CliArgs::Parse(argc, argv,
                      {"address", "prompt", "prompt-ids", "info", "stream", "max-tokens",
                       "temperature", "top-p", "top-k", "min-p", "seed", "stop", "solver-tolerance",
-                      "solver-max-iterations", "timeout", "help"},
+                      "solver-max-iterations", "timeout", "api-key", "help"},
                      {"info", "stream", "help"}));
   if (args.Has("help")) {
     std::fputs(kUsage, stdout);
@@ -106,11 +107,15 @@ absl::Status Run(int argc, char** argv) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+  const std::string authorization =
+      args.Has("api-key") ? "Bearer " + args.StringOr("api-key", "") : std::string();
+  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
 
   v1::ModelInfo info;
   {
     grpc::ClientContext info_context;
     info_context.set_deadline(context.deadline());
+    if (!authorization.empty()) info_context.AddMetadata("authorization", authorization);
     grpc::Status s = stub->GetModelInfo(&info_context, v1::GetModelInfoRequest(), &info);
     if (!s.ok()) {
       return absl::UnavailableError(
