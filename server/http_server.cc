@@ -152,9 +152,10 @@ void HttpServer::RegisterRoutes() {
     if (response.status == 404) {
       if (auto it = kAllowed.find(request.path); it != kAllowed.end()) {
         response.set_header("Allow", it->second);
-        SendJson(response, 405,
-                 ErrorBody(absl::InvalidArgumentError(absl::StrCat(
-                     request.method, " ", request.path, " is not allowed; use ", it->second))));
+        nlohmann::ordered_json body = ErrorBody(absl::InvalidArgumentError(
+            absl::StrCat(request.method, " ", request.path, " is not allowed; use ", it->second)));
+        body["error"]["code"] = "method_not_allowed";
+        SendJson(response, 405, body);
         return;
       }
       SendError(response,

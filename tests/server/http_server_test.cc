@@ -279,6 +279,7 @@ TEST_F(HttpServerTest, ErrorsHaveOpenAiBodiesAndCodes) {
   EXPECT_EQ(get->status, 405);
   EXPECT_EQ(get->get_header_value("Allow"), "POST");
   EXPECT_EQ(json::parse(get->body)["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(json::parse(get->body)["error"]["code"], "method_not_allowed");
   auto post = client_->Post("/health", "", "application/json");
   EXPECT_EQ(post->status, 405);
   auto missing = client_->Get("/v2/nothing");
