@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds everything and runs the whole test suite (what CI runs).
+# Installs dependencies, builds everything and runs the whole test suite, then the CPU tests
+# again under sanitizers (scripts/sanitizer_tests.sh). What CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh -DRIDGE_BUILD_TESTS=ON
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
+./scripts/sanitizer_tests.sh

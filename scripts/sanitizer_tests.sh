@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers (CPU only): every test under AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-asan/; leaks and any undefined behaviour fail), then the
+# engine's and the HTTP server's threaded tests under ThreadSanitizer (build-tsan/; one OpenMP
+# thread: libgomp itself is not instrumented, so its barriers would be reported). The presets are
+# in CMakePresets.json. scripts/test.sh runs this after the plain suite; about 12 minutes on 2
+# cores from nothing, less with ccache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+cmake --preset asan-ubsan >/dev/null
+cmake --build --preset asan-ubsan -j "$jobs"
+ctest --preset asan-ubsan -j "$jobs"
+
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$jobs"
+export RIDGE_TEST_DATA_DIR=$PWD/tests/data OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1
+status=0
+for test in tests/unit/engine_test tests/unit/hybrid_engine_test tests/unit/event_delivery_test \
+  tests/server/http_server_test; do
+  echo "== ThreadSanitizer: $test"
+  "build-tsan/$test" --gtest_brief=1 || status=1
+done
+exit $status
