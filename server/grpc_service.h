@@ -25,7 +25,7 @@ struct GrpcServerOptions {
   int64_t max_message_bytes = 64 << 20;  // largest request accepted (token-id prompts are big)
   // Keys every Generation method requires as `authorization: Bearer <key>` metadata
   // (UNAUTHENTICATED otherwise); the health service stays open. No keys: all open.
-  ApiKeys api_keys;
+  ApiKeys api_keys = {};
 };
 
 class GrpcServer {

@@ -35,7 +35,7 @@ struct HttpServerOptions {
   int64_t created = 0;      // unix time reported by /v1/models
   // Keys the generation routes (/v1/...) and, unless open_metrics, /metrics require
   // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.
-  ApiKeys api_keys;
+  ApiKeys api_keys = {};
   bool open_metrics = false;
 };
 
