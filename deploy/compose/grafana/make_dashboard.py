@@ -61,24 +61,28 @@ def dashboard():
         panel("Memory use (the fuller pool)", ["ridgeserve_memory_usage_ratio"], 0, 32,
               unit="percentunit", legends=["{{instance}}"]),
         panel("Preemptions per second", ["sum(rate(ridgeserve_preemptions_total[5m]))"], 12, 32),
-        panel("Solver iterations per solve (by phase and layer type)",
-              ["sum by (le) (rate(ridgeserve_solver_iterations_bucket[1m]))"], 0, 40,
-              kind="heatmap"),
+        # One heatmap a phase; the model's recurrent layers are one layer type ("mesa" or "gka").
+        panel("Solver iterations per solve, decode (heatmap)",
+              ["sum by (le) (rate(ridgeserve_solver_iterations_bucket{phase=\"decode\"}[1m]))"],
+              0, 40, kind="heatmap"),
+        panel("Solver iterations per solve, prefill (heatmap)",
+              ["sum by (le) (rate(ridgeserve_solver_iterations_bucket{phase=\"prefill\"}[1m]))"],
+              12, 40, kind="heatmap"),
         panel("Mean solver iterations",
               ["sum by (phase, layer_type) (rate(ridgeserve_solver_iterations_sum[1m]))"
                " / sum by (phase, layer_type) (rate(ridgeserve_solver_iterations_count[1m]))"],
-              12, 40, legends=["{{phase}} {{layer_type}}"]),
+              0, 48, legends=["{{phase}} {{layer_type}}"]),
         panel("Capped solves (share of solves)",
               ["sum by (phase) (rate(ridgeserve_solver_capped_total[5m]))"
                " / sum by (phase) (rate(ridgeserve_solver_iterations_count[5m]))"],
-              0, 48, unit="percentunit", legends=["{{phase}}"]),
+              12, 48, unit="percentunit", legends=["{{phase}}"]),
         panel("Step duration p90 by phase",
               ["histogram_quantile(0.9, sum by (le, phase) "
-               "(rate(ridgeserve_step_duration_seconds_bucket[1m])))"], 12, 48,
+               "(rate(ridgeserve_step_duration_seconds_bucket[1m])))"], 0, 56,
               unit="s", legends=["{{phase}}"]),
         panel("Batch size (mean sequences a step)",
               ["sum(rate(ridgeserve_batch_size_sum[1m])) / sum(rate(ridgeserve_batch_size_count[1m]))"],
-              0, 56),
+              12, 56),
     ]
     for i, p in enumerate(panels):
         p["id"] = i + 1
