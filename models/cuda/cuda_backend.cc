@@ -43,15 +43,7 @@ absl::StatusOr<DeviceLayer> UploadLayer(const MesaLayerWeights& w, int64_t proj_
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const MesaNetConfig& config, const MesaNetWeights& weights, const CudaBackendOptions& options) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError("no CUDA device is available");
-  }
-  if (options.device < 0 || options.device >= devices) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CUDA device ", options.device, " does not exist (", devices, " found)"));
-  }
+  RETURN_IF_ERROR(CheckDeviceExists(options.device));
   if (!cuda::MesaRecurrenceSupports(static_cast<int>(config.head_dim),
                                     static_cast<int>(config.conv_size))) {
     return absl::UnimplementedError(absl::StrCat(
@@ -67,13 +59,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     return absl::InvalidArgumentError(
         "the chunked prefill's single-pass residual must be from 0 to 1");
   }
-  cudaDeviceProp prop{};
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
-  if (prop.major < 9) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("CUDA device ", options.device, " (", prop.name, ") has compute capability ",
-                     prop.major, ".", prop.minor, "; the kernels need 9.0 (Hopper) or newer"));
-  }
+  ASSIGN_OR_RETURN(const cudaDeviceProp prop, HopperDeviceProperties(options.device));
   const size_t prefill_smem =
       cuda::MesaChunkedPrefillSharedBytes(static_cast<int>(config.head_dim));
   const size_t sampling_smem = cuda::TokenSamplingSharedBytes(static_cast<int>(config.vocab_size));

@@ -1,11 +1,38 @@
 #include "models/cuda/device_step_support.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/few_rows_gemm.h"
 
 namespace ridge {
+
+absl::Status CheckDeviceExists(int device) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("no CUDA device is available");
+  }
+  if (device < 0 || device >= devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", device, " does not exist (", devices, " found)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cudaDeviceProp> HopperDeviceProperties(int device) {
+  cudaDeviceProp prop{};
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  if (prop.major < 9) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("CUDA device ", device, " (", prop.name, ") has compute capability ",
+                     prop.major, ".", prop.minor, "; the kernels need 9.0 (Hopper) or newer"));
+  }
+  return prop;
+}
 
 absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows, int64_t in,
                         const void* w, int64_t out, float* y, bool accumulate) {
@@ -74,6 +101,29 @@ void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
     }
     row.penalty_count = static_cast<int32_t>(entries->size()) - row.penalty_begin;
   }
+}
+
+absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, int64_t vocab,
+                                std::vector<int32_t>& token_marks,
+                                const cuda::PinnedBuffer& host_params,
+                                const cuda::DeviceBuffer& params,
+                                const std::function<absl::Status(int64_t)>& grow_penalties,
+                                const cuda::PinnedBuffer& host_penalties,
+                                const cuda::DeviceBuffer& penalties, cudaStream_t stream) {
+  if (token_marks.empty()) token_marks.assign(vocab, 0);
+  auto* rows_on_host = host_params.as<cuda::SamplingRowParams>();
+  std::vector<cuda::PenaltyEntry> entries;
+  BuildSamplingRows(picks, rows, token_marks, rows_on_host, &entries);
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params.as<void>(), rows_on_host,
+                                             rows * sizeof(cuda::SamplingRowParams),
+                                             cudaMemcpyHostToDevice, stream));
+  if (entries.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(grow_penalties(static_cast<int64_t>(entries.size())));
+  const size_t bytes = entries.size() * sizeof(cuda::PenaltyEntry);
+  std::memcpy(host_penalties.as<void>(), entries.data(), bytes);
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(penalties.as<void>(), host_penalties.as<void>(), bytes,
+                                             cudaMemcpyHostToDevice, stream));
+  return absl::OkStatus();
 }
 
 void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,

@@ -1,13 +1,14 @@
-// What every CUDA backend's step does the same way, whatever the model: the weight products
-// (bf16 weights, fp32 accumulation), the host side of picking tokens on the device (each row's
-// sampling parameters and penalty entries in, the picks out), and the solver counters merged
-// into a chunk's SolverStats. Not for use outside models/cuda.
+// What every CUDA backend does the same way, whatever the model: the device checks of Create, the
+// weight products (bf16 weights, fp32 accumulation), the host side of picking tokens on the
+// device (each row's sampling parameters and penalty entries in, the picks out), and the solver
+// counters merged into a chunk's SolverStats. Not for use outside models/cuda.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "kernels/cuda/solve_counters.h"
 #include "kernels/cuda/token_sampling.h"
 #include "kernels/solver_types.h"
+#include "models/cuda/device_memory.h"
 #include "models/model_backend.h"
 
 namespace ridge {
@@ -23,6 +25,13 @@ namespace ridge {
 // cuBLAS streams larger ones faster (H200: the 1B config's in-projection, 7M elements, 6.4 us
 // against 6.8 at 1 row and 8.7 at 16; its o_proj, 2.4M, 6.2 against 3.3 at 1 row).
 inline constexpr int64_t kFewRowsMaxWeights = int64_t{4} << 20;
+
+// OK when CUDA device `device` exists: kFailedPrecondition without any device, kInvalidArgument
+// naming the count when the index is out of range.
+absl::Status CheckDeviceExists(int device);
+// The device's properties once it is known to exist; kFailedPrecondition naming it when its
+// compute capability is below 9.0 (the kernels are built for Hopper).
+absl::StatusOr<cudaDeviceProp> HopperDeviceProperties(int device);
 
 struct GemmContext {
   cublasHandle_t cublas = nullptr;
@@ -42,6 +51,17 @@ absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows,
 void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
                        std::vector<int32_t>& token_marks, cuda::SamplingRowParams* params,
                        std::vector<cuda::PenaltyEntry>* entries);
+
+// BuildSamplingRows into host_params, then the copies of the rows and of the penalty entries to
+// the device queued on `stream`; grow_penalties(n) first makes the penalty buffers hold n
+// entries (each backend grows its own way). token_marks is sized to `vocab` on first use.
+absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, int64_t vocab,
+                                std::vector<int32_t>& token_marks,
+                                const cuda::PinnedBuffer& host_params,
+                                const cuda::DeviceBuffer& params,
+                                const std::function<absl::Status(int64_t)>& grow_penalties,
+                                const cuda::PinnedBuffer& host_penalties,
+                                const cuda::DeviceBuffer& penalties, cudaStream_t stream);
 
 // The device's picks ([picks.size()]) as the caller's PickedTokens.
 void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,

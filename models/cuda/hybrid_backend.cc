@@ -166,15 +166,7 @@ CudaHybridBackend::~CudaHybridBackend() = default;
 
 absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
     const ModelSpec& spec, const HybridWeights& weights, const CudaHybridOptions& options) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError("no CUDA device is available");
-  }
-  if (options.device < 0 || options.device >= devices) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CUDA device ", options.device, " does not exist (", devices, " found)"));
-  }
+  RETURN_IF_ERROR(CheckDeviceExists(options.device));
   RETURN_IF_ERROR(CheckSupported(spec));
   if (options.num_slots < 1) return absl::InvalidArgumentError("the CUDA backend needs >= 1 slot");
   if (options.kv_block_size < 1 || options.kv_block_size > 1024) {
@@ -188,13 +180,7 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   if (weights.layers.size() != spec.layers.size()) {
     return absl::InvalidArgumentError("the weights do not match the model's layers");
   }
-  cudaDeviceProp prop{};
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
-  if (prop.major < 9) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("CUDA device ", options.device, " (", prop.name, ") has compute capability ",
-                     prop.major, ".", prop.minor, "; the kernels need 9.0 (Hopper) or newer"));
-  }
+  ASSIGN_OR_RETURN(const cudaDeviceProp prop, HopperDeviceProperties(options.device));
   const size_t sampling_smem = cuda::TokenSamplingSharedBytes(static_cast<int>(spec.vocab_size));
   if (prop.sharedMemPerBlockOptin < sampling_smem) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -172,22 +172,10 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
 
 absl::Status CudaHybridBackend::Impl::PrepareSampling(std::span<const TokenPick> picks,
                                                       int64_t rows) {
-  if (token_marks.empty()) token_marks.assign(spec.vocab_size, 0);
-  auto* params = host_sampling_params.as<cuda::SamplingRowParams>();
-  std::vector<cuda::PenaltyEntry> entries;
-  BuildSamplingRows(picks, rows, token_marks, params, &entries);
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sampling_params.as<void>(), params,
-                                             rows * sizeof(cuda::SamplingRowParams),
-                                             cudaMemcpyHostToDevice, stream));
-  if (!entries.empty()) {
-    RETURN_IF_ERROR(EnsurePenaltyCapacity(static_cast<int64_t>(entries.size())));
-    std::memcpy(host_penalties.as<void>(), entries.data(),
-                entries.size() * sizeof(cuda::PenaltyEntry));
-    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(penalties.as<void>(), host_penalties.as<void>(),
-                                               entries.size() * sizeof(cuda::PenaltyEntry),
-                                               cudaMemcpyHostToDevice, stream));
-  }
-  return absl::OkStatus();
+  return UploadSamplingRows(
+      picks, rows, spec.vocab_size, token_marks, host_sampling_params, sampling_params,
+      [this](int64_t entries) { return EnsurePenaltyCapacity(entries); }, host_penalties, penalties,
+      stream);
 }
 
 absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks, LogitsFor which,
