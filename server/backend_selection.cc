@@ -91,16 +91,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
                               {.device = static_cast<int>(cuda_device), .num_slots = num_slots});
       if (mesa_backend.ok()) weight_bytes = (*mesa_backend)->weight_bytes();
       backend = std::move(mesa_backend);
-    } else if (const HybridWeights* weights = model->hybrid_weights();
-               weights != nullptr && device == "auto") {
-      // The hybrid GPU backend is not yet verified under a server's load (issue 28's closing
-      // notes): --device auto keeps hybrids on the CPU until it is; --device cuda opts in.
-      backend = absl::UnimplementedError(
-          "the CUDA hybrid backend runs only with --device cuda for now (in progress)");
-    } else if (weights != nullptr) {
-      Log(LogLevel::kWarning,
-          "--device cuda: the CUDA hybrid backend is in progress; its fix for a fault under a "
-          "load of long prompts is not yet verified on a GPU (see docs/gpu.md)");
+    } else if (const HybridWeights* weights = model->hybrid_weights(); weights != nullptr) {
       // --kv-cache-memory counts the GPU's bf16 blocks (half the CPU's fp32 ones).
       const KvLayout& cpu_kv = model->decoder().kv_layout();
       int64_t blocks = num_kv_blocks;

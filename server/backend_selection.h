@@ -19,8 +19,8 @@ inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-me
 // its weights to the GPU). The backend may hold fewer than `num_slots` states and
 // `num_kv_blocks` KV blocks (0: as many as PlanMemory gives by default) as fit where its pools
 // live (half of the available host memory, or --gpu-memory-utilization of the GPU's), with a
-// warning; num_slots() and num_kv_blocks() say. On the GPU, MesaNet runs on CudaBackend and,
-// with --device cuda only (in progress), hybrid_qwen3 on CudaHybridBackend (whose KV pool fills
+// warning; num_slots() and num_kv_blocks() say. On the GPU, MesaNet runs on CudaBackend and
+// hybrid_qwen3 on CudaHybridBackend (whose KV pool fills
 // what the utilization leaves unless --kv-blocks or --kv-cache-memory is given); where the GPU
 // cannot run a model, --device auto uses the CPU and --device cuda is an error.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
