@@ -1,4 +1,5 @@
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cmath>
@@ -142,19 +143,54 @@ __device__ void WriteBlockResult(const PagedAttentionArgs& a, const float (*part
 }
 
 // Full attention over KV blocks whose size is a multiple of kTile: a warp takes a tile of 16
-// consecutive keys of one block at a time, 4 KB of keys and 4 KB of values (head_dim 128) in one
-// coalesced pass. Lane pair (2t, 2t + 1) scores key t (half of the dimensions each, the query
-// from shared memory); for the values, lane l owns dimensions [l * D/32, (l + 1) * D/32) of
-// every key of the tile.
+// consecutive keys of one block at a time (4 KB of keys and 4 KB of values at head_dim 128, each
+// contiguous). Lane pair (2t, 2t + 1) scores key t (interleaved halves of its dimensions, the
+// query from shared memory); for the values, lane l owns dimensions [l * D/32, (l + 1) * D/32)
+// of every key of the tile. Each warp streams its tiles through a ring of kStages shared-memory
+// stages by cp.async, kStages - 1 tiles ahead of the one it scores, so its loads stay in flight
+// while it computes and no registers hold them (the same work with register loads read 2.95 TB/s
+// against this kernel's 4.23, tools/bench/RESULTS.md). Keys are
+// stored with their 16-byte pieces swizzled (piece v of key t at v ^ 2 (t % 4)) so that the lane
+// pairs reading four keys' interleaved pieces at once hit distinct banks; values are read a
+// row per warp, conflict-free. After the loop the stages hold the warps' partial results.
 constexpr int kTile = 16;
+constexpr int kStages = 3;
+
+template <int D>
+constexpr int StageBytes() {
+  return 2 * kTile * D * 2;  // the tile's keys and values, bf16
+}
+template <int D, int G>
+constexpr int TileSharedBytes() {
+  constexpr int stages = kWarps * kStages * StageBytes<D>();
+  constexpr int results = kWarps * G * (D + 2) * 4;
+  return stages > results ? stages : results;
+}
+
+template <int D>
+__device__ __forceinline__ void IssueTileCopies(const __nv_bfloat16* keys_tile,
+                                                const __nv_bfloat16* values_tile, uint4* stage,
+                                                int lane) {
+  constexpr int kRowVecs = D / 8;  // 16-byte pieces of a key
+  constexpr int kTileVecs = kTile * kRowVecs;
+  const uint4* keys = reinterpret_cast<const uint4*>(keys_tile);
+  const uint4* values = reinterpret_cast<const uint4*>(values_tile);
+#pragma unroll
+  for (int j = lane; j < kTileVecs; j += 32) {
+    const int t = j / kRowVecs, v = j % kRowVecs;
+    __pipeline_memcpy_async(stage + t * kRowVecs + (v ^ ((t & 3) << 1)), keys + j, 16);
+    __pipeline_memcpy_async(stage + kTileVecs + j, values + j, 16);
+  }
+}
 
 template <int D, int G>
-__global__ void __launch_bounds__(32 * kWarps, 3) TileAttentionKernel(PagedAttentionArgs a) {
-  constexpr int kKeyVecs = D / 16;    // uint4 of a key per lane: half its dimensions
+__global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAttentionArgs a) {
+  constexpr int kRowVecs = D / 8;
+  constexpr int kKeyVecs = D / 16;    // pieces a lane scores: every other one of its key
   constexpr int kValueDims = D / 32;  // 4 or 2
+  constexpr int kTileVecs = kTile * kRowVecs;
+  extern __shared__ uint4 shared[];
   __shared__ float query[G][D];
-  __shared__ float warp_max[kWarps][G], warp_sum[kWarps][G];
-  __shared__ float warp_acc[kWarps][G][D];
 
   const int split = blockIdx.x, kv_head = blockIdx.y;
   const int r = a.row_list != nullptr ? a.row_list[blockIdx.z] : blockIdx.z;
@@ -164,6 +200,25 @@ __global__ void __launch_bounds__(32 * kWarps, 3) TileAttentionKernel(PagedAtten
   const RowKeys keys = KeysOf(a, r, seq);
   const int64_t first = keys.first + static_cast<int64_t>(split) * a.split_keys;
   const int64_t end = min(first + a.split_keys, keys.end);
+  const int32_t bs = a.paged.block_size;
+  const int32_t* table = a.step.block_tables + a.step.table_begin[seq];
+  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(a.paged.cache);
+  const int64_t head_offset = a.paged.layer_offset + static_cast<int64_t>(kv_head) * bs * D;
+  const int64_t values_offset = static_cast<int64_t>(a.kv_heads) * bs * D;
+  uint4* ring = shared + warp * kStages * 2 * kTileVecs;
+  const int64_t stride = kWarps * kTile;
+  const int64_t warp_first = first + warp * kTile;
+  auto issue = [&](int64_t tile, int stage) {
+    if (tile < end) {
+      const __nv_bfloat16* keys_tile =
+          cache + table[tile / bs] * a.paged.block_elements + head_offset + (tile % bs) * D;
+      IssueTileCopies<D>(keys_tile, keys_tile + values_offset, ring + stage * 2 * kTileVecs, lane);
+    }
+    __pipeline_commit();  // an empty group where there is no tile keeps the count uniform
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(warp_first + s * stride, s);
+
   const float* q_row = a.proj + static_cast<int64_t>(r) * a.proj_stride + kv_head * G * D;
   for (int i = threadIdx.x; i < G * D; i += 32 * kWarps) {
     query[i / D][i % D] = q_row[i] * a.scale * kLog2e;
@@ -178,41 +233,33 @@ __global__ void __launch_bounds__(32 * kWarps, 3) TileAttentionKernel(PagedAtten
 #pragma unroll
     for (int j = 0; j < kValueDims; ++j) acc[h][j] = 0.0f;
   }
-  const int32_t bs = a.paged.block_size;
-  const int32_t* table = a.step.block_tables + a.step.table_begin[seq];
-  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(a.paged.cache);
-  const int64_t head_offset = a.paged.layer_offset + static_cast<int64_t>(kv_head) * bs * D;
-  const int64_t values_offset = static_cast<int64_t>(a.kv_heads) * bs * D;
-  for (int64_t tile = first + warp * kTile; tile < end; tile += kWarps * kTile) {
-    const __nv_bfloat16* keys_tile =
-        cache + table[tile / bs] * a.paged.block_elements + head_offset + (tile % bs) * D;
-    const __nv_bfloat16* values_tile = keys_tile + values_offset;
-    uint4 key_raw[kKeyVecs];
-    const uint4* key_src =
-        reinterpret_cast<const uint4*>(keys_tile + key_in_tile * D + half * (D / 2));
-#pragma unroll
-    for (int i = 0; i < kKeyVecs; ++i) key_raw[i] = key_src[i];
-    // The values stay bf16 in registers until the products: 2 (or 1) registers a key.
-    using ValueRaw = std::conditional_t<kValueDims == 4, uint2, uint32_t>;
-    ValueRaw value_raw[kTile];
-#pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      value_raw[t] = *reinterpret_cast<const ValueRaw*>(values_tile + t * D + lane * kValueDims);
-    }
+  int stage = 0;
+  for (int64_t tile = warp_first; tile < end; tile += stride) {
+    issue(tile + (kStages - 1) * stride, (stage + kStages - 1) % kStages);
+    __pipeline_wait_prior(kStages - 1);
+    __syncwarp();
+    const uint4* key_rows = ring + stage * 2 * kTileVecs;
+    const __nv_bfloat16* value_rows = reinterpret_cast<const __nv_bfloat16*>(key_rows + kTileVecs);
     const bool valid = tile + key_in_tile < end;
     float p[G];
 #pragma unroll
-    for (int h = 0; h < G; ++h) {
-      float dot = 0.0f;
+    for (int h = 0; h < G; ++h) p[h] = 0.0f;
+    const uint4* my_key = key_rows + key_in_tile * kRowVecs;
 #pragma unroll
-      for (int i = 0; i < kKeyVecs; ++i) {
-        float k[8];
-        LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&key_raw[i]), k);
-        const float* qh = &query[h][half * (D / 2) + i * 8];
+    for (int i = 0; i < kKeyVecs; ++i) {
+      const int v = 2 * i + half;
+      float k[8];
+      LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&my_key[v ^ ((key_in_tile & 3) << 1)]), k);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) dot += qh[e] * k[e];
+      for (int h = 0; h < G; ++h) {
+        const float* qh = &query[h][v * 8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) p[h] += qh[e] * k[e];
       }
-      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    }
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      const float dot = p[h] + __shfl_xor_sync(0xffffffffu, p[h], 1);
       const float score = valid ? dot : -INFINITY;
       float tile_max = score;
 #pragma unroll
@@ -235,12 +282,15 @@ __global__ void __launch_bounds__(32 * kWarps, 3) TileAttentionKernel(PagedAtten
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
       float value[kValueDims];
-      const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&value_raw[t]);
-#pragma unroll
-      for (int j = 0; j < kValueDims / 2; ++j) {
-        const float2 f = __bfloat1622float2(pairs[j]);
-        value[2 * j] = f.x;
-        value[2 * j + 1] = f.y;
+      if constexpr (kValueDims == 4) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(value_rows + t * D + lane * 4);
+        const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+        const float2 f0 = __bfloat1622float2(pairs[0]), f1 = __bfloat1622float2(pairs[1]);
+        value[0] = f0.x, value[1] = f0.y, value[2] = f1.x, value[3] = f1.y;
+      } else {
+        const float2 f = __bfloat1622float2(
+            *reinterpret_cast<const __nv_bfloat162*>(value_rows + t * D + lane * 2));
+        value[0] = f.x, value[1] = f.y;
       }
 #pragma unroll
       for (int h = 0; h < G; ++h) {
@@ -249,7 +299,14 @@ __global__ void __launch_bounds__(32 * kWarps, 3) TileAttentionKernel(PagedAtten
         for (int j = 0; j < kValueDims; ++j) acc[h][j] += pt * value[j];
       }
     }
+    __syncwarp();  // the stage is refilled two tiles on
+    stage = stage + 1 == kStages ? 0 : stage + 1;
   }
+  __pipeline_wait_prior(0);
+  __syncthreads();  // every warp is done with the stages: they take the partial results
+  float(*warp_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(shared);
+  float(*warp_max)[G] = reinterpret_cast<float(*)[G]>(&warp_acc[kWarps][0][0]);
+  float(*warp_sum)[G] = warp_max + kWarps;
 #pragma unroll
   for (int h = 0; h < G; ++h) {
 #pragma unroll
@@ -386,7 +443,11 @@ template <int D, int G>
 cudaError_t LaunchFor(const PagedAttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.max_splits, a.kv_heads, a.row_list != nullptr ? a.row_list_size : a.step.rows);
   if (a.paged.cache != nullptr && a.paged.block_size % kTile == 0 && a.split_keys % kTile == 0) {
-    TileAttentionKernel<D, G><<<grid, 32 * kWarps, 0, stream>>>(a);
+    constexpr int kShared = TileSharedBytes<D, G>();
+    static const cudaError_t configured = cudaFuncSetAttribute(
+        TileAttentionKernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+    if (configured != cudaSuccess) return configured;
+    TileAttentionKernel<D, G><<<grid, 32 * kWarps, kShared, stream>>>(a);
   } else if (a.paged.cache != nullptr) {
     AttentionKernel<D, G, true><<<grid, 32 * kWarps, 0, stream>>>(a);
   } else {
