@@ -34,8 +34,10 @@ __device__ float BlockSum(float value, float* scratch) {
 __device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+// Two blocks an SM: Hs in registers takes 128 of each thread's (at 170 registers, one block an
+// SM ran 1.24x slower; tools/bench/RESULTS.md).
 template <int D>
-__global__ void __launch_bounds__(2 * D) GkaRecurrenceKernel(GkaRecurrenceArgs a) {
+__global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArgs a) {
   constexpr int kThreads = 2 * D, kHalf = D / 2;
   __shared__ float key[D], value[D], query[D], readout[D];
   __shared__ __align__(16) float xs[2][D];
