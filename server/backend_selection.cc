@@ -66,6 +66,22 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     return absl::InvalidArgumentError(
         absl::StrCat("--device '", device, "' must be auto, cpu or cuda"));
   }
+  // As vLLM's flag: auto keeps the backend's own type (fp32 on the CPU, bf16 on the GPU).
+  const std::string kv_dtype = args.StringOr("kv-cache-dtype", "auto");
+  const bool fp8_kv = kv_dtype == "fp8" || kv_dtype == "fp8_e4m3";
+  if (kv_dtype != "auto" && kv_dtype != "bf16" && !fp8_kv) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-dtype '", kv_dtype, "' must be auto, bf16, fp8 or fp8_e4m3"));
+  }
+  const bool has_kv = !model->decoder().kv_layout().empty();
+  const auto on_the_cpu = [&]() -> absl::StatusOr<std::unique_ptr<ModelBackend>> {
+    if (kv_dtype != "auto" && has_kv) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-cache-dtype ", kv_dtype,
+                       ": the CPU backend keeps fp32 keys and values (give auto)"));
+    }
+    return CpuBackendThatFits(model, num_slots, num_kv_blocks);
+  };
   ASSIGN_OR_RETURN(const int64_t cuda_device, args.Int("cuda-device", 0));
   const std::vector<CudaDeviceInfo> gpus = QueryCudaDevices();
   bool use_cuda = device == "cuda";
@@ -85,6 +101,10 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     absl::StatusOr<std::unique_ptr<ModelBackend>> backend = absl::UnimplementedError(
         absl::StrCat("the CUDA backend does not run ", model->spec().architecture, " models"));
     int64_t weight_bytes = 0;
+    if (kv_dtype != "auto" && !has_kv) {
+      Log(LogLevel::kWarning, "--kv-cache-dtype ", kv_dtype,
+          ": the model has no full-attention layers, so no KV cache");
+    }
     if (const MesaNetModel* mesa = model->mesanet(); mesa != nullptr) {
       auto mesa_backend =
           CudaBackend::Create(mesa->config(), mesa->HostWeights(),
@@ -92,17 +112,22 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
       if (mesa_backend.ok()) weight_bytes = (*mesa_backend)->weight_bytes();
       backend = std::move(mesa_backend);
     } else if (const HybridWeights* weights = model->hybrid_weights(); weights != nullptr) {
-      // --kv-cache-memory counts the GPU's bf16 blocks (half the CPU's fp32 ones).
-      const KvLayout& cpu_kv = model->decoder().kv_layout();
+      // --kv-cache-memory counts the GPU's blocks (bf16 or fp8, not the CPU's fp32).
+      const int64_t block_size = model->decoder().kv_layout().block_size;
+      const KvCacheDtype dtype = fp8_kv ? KvCacheDtype::kFp8E4m3 : KvCacheDtype::kBf16;
       int64_t blocks = num_kv_blocks;
       if (args.Has("kv-cache-memory")) {
-        ASSIGN_OR_RETURN(blocks, KvBlocksFromFlags(args, cpu_kv.floats_per_block() * 2));
+        ASSIGN_OR_RETURN(
+            blocks,
+            KvBlocksFromFlags(
+                args, PlanDeviceKvLayout(model->spec(), block_size, dtype).bytes_per_block()));
       }
       auto hybrid_backend = CudaHybridBackend::Create(model->spec(), *weights,
                                                       {.device = static_cast<int>(cuda_device),
                                                        .num_slots = num_slots,
                                                        .num_kv_blocks = blocks,
-                                                       .kv_block_size = cpu_kv.block_size,
+                                                       .kv_block_size = block_size,
+                                                       .kv_cache_dtype = dtype,
                                                        .gpu_memory_utilization = utilization});
       if (hybrid_backend.ok()) weight_bytes = (*hybrid_backend)->weight_bytes();
       backend = std::move(hybrid_backend);
@@ -114,7 +139,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
       // This GPU cannot run this model (an older GPU, an unsupported head_dim): use the CPU.
       Log(LogLevel::kWarning, "--device auto: not using the GPU (",
           std::string(backend.status().message()), "); running on the CPU");
-      return CpuBackendThatFits(model, num_slots, num_kv_blocks);
+      return on_the_cpu();
     }
     if (!backend.ok()) {
       return absl::Status(code,
@@ -132,7 +157,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
 #endif
   }
   Log(LogLevel::kInfo, "backend: CPU", gpus.empty() ? "" : " (--device cpu)");
-  return CpuBackendThatFits(model, num_slots, num_kv_blocks);
+  return on_the_cpu();
 }
 
 }  // namespace ridge

@@ -13,7 +13,8 @@
 namespace ridge {
 
 // The flags this adds to a command.
-inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-memory-utilization"};
+inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-memory-utilization",
+                                                "kv-cache-dtype"};
 
 // `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
 // its weights to the GPU). The backend may hold fewer than `num_slots` states and

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cuda/fp8_kv.h"
 #include "kernels/cuda/paged_attention.h"
 
 namespace ridge::cuda {
@@ -143,52 +144,117 @@ __device__ void WriteBlockResult(const PagedAttentionArgs& a, const float (*part
 }
 
 // Full attention over KV blocks whose size is a multiple of kTile: a warp takes a tile of 16
-// consecutive keys of one block at a time (4 KB of keys and 4 KB of values at head_dim 128, each
-// contiguous). Lane pair (2t, 2t + 1) scores key t (interleaved halves of its dimensions, the
-// query from shared memory); for the values, lane l owns dimensions [l * D/32, (l + 1) * D/32)
-// of every key of the tile. Each warp streams its tiles through a ring of kStages shared-memory
-// stages by cp.async, kStages - 1 tiles ahead of the one it scores, so its loads stay in flight
-// while it computes and no registers hold them (the same work with register loads read 2.95 TB/s
-// against this kernel's 4.23, tools/bench/RESULTS.md). Keys are
-// stored with their 16-byte pieces swizzled (piece v of key t at v ^ 2 (t % 4)) so that the lane
-// pairs reading four keys' interleaved pieces at once hit distinct banks; values are read a
-// row per warp, conflict-free. After the loop the stages hold the warps' partial results.
+// consecutive keys of one block at a time (4 KB of keys and 4 KB of values at head_dim 128 in
+// bf16, half that in fp8, each contiguous). Lane pair (2t, 2t + 1) scores key t (interleaved
+// halves of its 16-byte pieces, the query from shared memory); for the values, lane l owns
+// dimensions [l * D/32, (l + 1) * D/32) of every key of the tile. Each warp streams its tiles
+// through a ring of kStages shared-memory stages by cp.async, kStages - 1 tiles ahead of the one
+// it scores, so its loads stay in flight while it computes and no registers hold them (the same
+// work with register loads read 2.95 TB/s against this kernel's 4.23, tools/bench/RESULTS.md).
+// Keys are stored with their 16-byte pieces swizzled (SwizzledPiece) so that the lane pairs
+// reading four keys' interleaved pieces at once hit distinct banks; values are read a row per
+// warp, conflict-free. In fp8 the tile's scales come along: a key's scale multiplies its score,
+// a value's its row. After the loop the stages hold the warps' partial results.
 constexpr int kTile = 16;
 constexpr int kStages = 3;
 
-template <int D>
-constexpr int StageBytes() {
-  return 2 * kTile * D * 2;  // the tile's keys and values, bf16
-}
-template <int D, int G>
+template <int D, bool kFp8>
+struct TileShape {
+  static constexpr int kRowVecs = D * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a key
+  static constexpr int kTileVecs = kTile * kRowVecs;
+  static constexpr int kScaleVecs = kFp8 ? 2 * kTile * 4 / 16 : 0;  // keys' then values' scales
+  static constexpr int kStageVecs = 2 * kTileVecs + kScaleVecs;
+};
+
+template <int D, int G, bool kFp8>
 constexpr int TileSharedBytes() {
-  constexpr int stages = kWarps * kStages * StageBytes<D>();
+  constexpr int stages = kWarps * kStages * TileShape<D, kFp8>::kStageVecs * 16;
   constexpr int results = kWarps * G * (D + 2) * 4;
   return stages > results ? stages : results;
 }
 
-template <int D>
-__device__ __forceinline__ void IssueTileCopies(const __nv_bfloat16* keys_tile,
-                                                const __nv_bfloat16* values_tile, uint4* stage,
-                                                int lane) {
-  constexpr int kRowVecs = D / 8;  // 16-byte pieces of a key
-  constexpr int kTileVecs = kTile * kRowVecs;
-  const uint4* keys = reinterpret_cast<const uint4*>(keys_tile);
-  const uint4* values = reinterpret_cast<const uint4*>(values_tile);
-#pragma unroll
-  for (int j = lane; j < kTileVecs; j += 32) {
-    const int t = j / kRowVecs, v = j % kRowVecs;
-    __pipeline_memcpy_async(stage + t * kRowVecs + (v ^ ((t & 3) << 1)), keys + j, 16);
-    __pipeline_memcpy_async(stage + kTileVecs + j, values + j, 16);
+// Where piece v of key t of a tile lies in its stage row: the four keys a quarter warp reads at
+// once land on distinct banks (rows of 256 or 128 bytes: v ^ 2 (t % 4); rows of 64: two rows a
+// bank line, v ^ 2 ((t / 2) % 2)).
+template <int kRowVecs>
+__device__ __forceinline__ int SwizzledPiece(int t, int v) {
+  if constexpr (kRowVecs >= 8) {
+    return v ^ ((t & 3) << 1);
+  } else {
+    return v ^ (((t >> 1) & 1) << 1);
   }
 }
 
-template <int D, int G>
+template <int D, bool kFp8>
+__device__ __forceinline__ void IssueTileCopies(const PagedAttentionArgs& a, int32_t block,
+                                                int kv_head, int64_t first_in_block, uint4* stage,
+                                                int lane) {
+  using Shape = TileShape<D, kFp8>;
+  const uint4* keys;
+  const uint4* values;
+  if constexpr (kFp8) {
+    const Fp8KvPart part = Fp8PartOf(a.paged, block, a.kv_heads, D);
+    const int64_t at = static_cast<int64_t>(kv_head) * a.paged.block_size + first_in_block;
+    keys = reinterpret_cast<const uint4*>(part.keys + at * D);
+    values = reinterpret_cast<const uint4*>(part.keys + part.values_offset + at * D);
+    if (lane < Shape::kScaleVecs) {
+      const float* scales = part.key_scales +
+                            (lane >= Shape::kScaleVecs / 2 ? part.scales_offset : 0) + at +
+                            (lane % (Shape::kScaleVecs / 2)) * 4;
+      __pipeline_memcpy_async(stage + 2 * Shape::kTileVecs + lane, scales, 16);
+    }
+  } else {
+    const __nv_bfloat16* base =
+        static_cast<const __nv_bfloat16*>(a.paged.cache) + block * a.paged.block_elements +
+        a.paged.layer_offset +
+        (static_cast<int64_t>(kv_head) * a.paged.block_size + first_in_block) * D;
+    keys = reinterpret_cast<const uint4*>(base);
+    values = reinterpret_cast<const uint4*>(base + static_cast<int64_t>(a.kv_heads) *
+                                                       a.paged.block_size * D);
+  }
+#pragma unroll
+  for (int j = lane; j < Shape::kTileVecs; j += 32) {
+    const int t = j / Shape::kRowVecs, v = j % Shape::kRowVecs;
+    __pipeline_memcpy_async(stage + t * Shape::kRowVecs + SwizzledPiece<Shape::kRowVecs>(t, v),
+                            keys + j, 16);
+    __pipeline_memcpy_async(stage + Shape::kTileVecs + j, values + j, 16);
+  }
+}
+
+// The kValueDims values lane `lane` owns of key t of a staged tile, as floats.
+template <int D, bool kFp8>
+__device__ __forceinline__ void StagedValues(const uint4* stage_values, int t, int lane,
+                                             float* value) {
+  constexpr int kValueDims = D / 32;
+  if constexpr (kFp8) {
+    const uint8_t* row = reinterpret_cast<const uint8_t*>(stage_values) + t * D + lane * kValueDims;
+#pragma unroll
+    for (int j = 0; j < kValueDims; j += 2) {
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+          *reinterpret_cast<const __nv_fp8x2_storage_t*>(row + j), __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      value[j] = f.x;
+      value[j + 1] = f.y;
+    }
+  } else {
+    const __nv_bfloat16* row =
+        reinterpret_cast<const __nv_bfloat16*>(stage_values) + t * D + lane * kValueDims;
+#pragma unroll
+    for (int j = 0; j < kValueDims; j += 2) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(row + j));
+      value[j] = f.x;
+      value[j + 1] = f.y;
+    }
+  }
+}
+
+template <int D, int G, bool kFp8>
 __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAttentionArgs a) {
-  constexpr int kRowVecs = D / 8;
-  constexpr int kKeyVecs = D / 16;    // pieces a lane scores: every other one of its key
+  using Shape = TileShape<D, kFp8>;
+  constexpr int kRowVecs = Shape::kRowVecs;
+  constexpr int kKeyVecs = kRowVecs / 2;  // pieces a lane scores: every other one of its key
+  constexpr int kPieceDims = kFp8 ? 16 : 8;
   constexpr int kValueDims = D / 32;  // 4 or 2
-  constexpr int kTileVecs = kTile * kRowVecs;
   extern __shared__ uint4 shared[];
   __shared__ float query[G][D];
 
@@ -202,17 +268,13 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
   const int64_t end = min(first + a.split_keys, keys.end);
   const int32_t bs = a.paged.block_size;
   const int32_t* table = a.step.block_tables + a.step.table_begin[seq];
-  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(a.paged.cache);
-  const int64_t head_offset = a.paged.layer_offset + static_cast<int64_t>(kv_head) * bs * D;
-  const int64_t values_offset = static_cast<int64_t>(a.kv_heads) * bs * D;
-  uint4* ring = shared + warp * kStages * 2 * kTileVecs;
+  uint4* ring = shared + warp * kStages * Shape::kStageVecs;
   const int64_t stride = kWarps * kTile;
   const int64_t warp_first = first + warp * kTile;
   auto issue = [&](int64_t tile, int stage) {
     if (tile < end) {
-      const __nv_bfloat16* keys_tile =
-          cache + table[tile / bs] * a.paged.block_elements + head_offset + (tile % bs) * D;
-      IssueTileCopies<D>(keys_tile, keys_tile + values_offset, ring + stage * 2 * kTileVecs, lane);
+      IssueTileCopies<D, kFp8>(a, table[tile / bs], kv_head, tile % bs,
+                               ring + stage * Shape::kStageVecs, lane);
     }
     __pipeline_commit();  // an empty group where there is no tile keeps the count uniform
   };
@@ -238,8 +300,9 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
     issue(tile + (kStages - 1) * stride, (stage + kStages - 1) % kStages);
     __pipeline_wait_prior(kStages - 1);
     __syncwarp();
-    const uint4* key_rows = ring + stage * 2 * kTileVecs;
-    const __nv_bfloat16* value_rows = reinterpret_cast<const __nv_bfloat16*>(key_rows + kTileVecs);
+    const uint4* key_rows = ring + stage * Shape::kStageVecs;
+    const uint4* value_rows = key_rows + Shape::kTileVecs;
+    const float* scales = reinterpret_cast<const float*>(key_rows + 2 * Shape::kTileVecs);
     const bool valid = tile + key_in_tile < end;
     float p[G];
 #pragma unroll
@@ -248,18 +311,25 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
 #pragma unroll
     for (int i = 0; i < kKeyVecs; ++i) {
       const int v = 2 * i + half;
-      float k[8];
-      LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&my_key[v ^ ((key_in_tile & 3) << 1)]), k);
+      const uint4 piece = my_key[SwizzledPiece<kRowVecs>(key_in_tile, v)];
+      float k[kPieceDims];
+      if constexpr (kFp8) {
+        Fp8x8ToFloat(make_uint2(piece.x, piece.y), 1.0f, k);
+        Fp8x8ToFloat(make_uint2(piece.z, piece.w), 1.0f, k + 8);
+      } else {
+        LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&piece), k);
+      }
 #pragma unroll
       for (int h = 0; h < G; ++h) {
-        const float* qh = &query[h][v * 8];
+        const float* qh = &query[h][v * kPieceDims];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) p[h] += qh[e] * k[e];
+        for (int e = 0; e < kPieceDims; ++e) p[h] += qh[e] * k[e];
       }
     }
+    const float key_scale = kFp8 ? scales[key_in_tile] : 1.0f;
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      const float dot = p[h] + __shfl_xor_sync(0xffffffffu, p[h], 1);
+      const float dot = (p[h] + __shfl_xor_sync(0xffffffffu, p[h], 1)) * key_scale;
       const float score = valid ? dot : -INFINITY;
       float tile_max = score;
 #pragma unroll
@@ -282,15 +352,11 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
       float value[kValueDims];
-      if constexpr (kValueDims == 4) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(value_rows + t * D + lane * 4);
-        const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-        const float2 f0 = __bfloat1622float2(pairs[0]), f1 = __bfloat1622float2(pairs[1]);
-        value[0] = f0.x, value[1] = f0.y, value[2] = f1.x, value[3] = f1.y;
-      } else {
-        const float2 f = __bfloat1622float2(
-            *reinterpret_cast<const __nv_bfloat162*>(value_rows + t * D + lane * 2));
-        value[0] = f.x, value[1] = f.y;
+      StagedValues<D, kFp8>(value_rows, t, lane, value);
+      if constexpr (kFp8) {
+        const float value_scale = scales[kTile + t];
+#pragma unroll
+        for (int j = 0; j < kValueDims; ++j) value[j] *= value_scale;
       }
 #pragma unroll
       for (int h = 0; h < G; ++h) {
@@ -442,12 +508,20 @@ __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
 template <int D, int G>
 cudaError_t LaunchFor(const PagedAttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.max_splits, a.kv_heads, a.row_list != nullptr ? a.row_list_size : a.step.rows);
-  if (a.paged.cache != nullptr && a.paged.block_size % kTile == 0 && a.split_keys % kTile == 0) {
-    constexpr int kShared = TileSharedBytes<D, G>();
+  const bool tiles = a.paged.block_size % kTile == 0 && a.split_keys % kTile == 0;
+  if (a.paged.cache != nullptr && a.paged.fp8) {
+    if (!tiles) return cudaErrorInvalidValue;  // fp8 blocks are read by the tile kernel only
+    constexpr int kShared = TileSharedBytes<D, G, true>();
     static const cudaError_t configured = cudaFuncSetAttribute(
-        TileAttentionKernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+        TileAttentionKernel<D, G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
     if (configured != cudaSuccess) return configured;
-    TileAttentionKernel<D, G><<<grid, 32 * kWarps, kShared, stream>>>(a);
+    TileAttentionKernel<D, G, true><<<grid, 32 * kWarps, kShared, stream>>>(a);
+  } else if (a.paged.cache != nullptr && tiles) {
+    constexpr int kShared = TileSharedBytes<D, G, false>();
+    static const cudaError_t configured = cudaFuncSetAttribute(
+        TileAttentionKernel<D, G, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+    if (configured != cudaSuccess) return configured;
+    TileAttentionKernel<D, G, false><<<grid, 32 * kWarps, kShared, stream>>>(a);
   } else if (a.paged.cache != nullptr) {
     AttentionKernel<D, G, true><<<grid, 32 * kWarps, 0, stream>>>(a);
   } else {

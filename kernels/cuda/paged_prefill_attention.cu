@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/cuda/bf16_mma.h"
+#include "kernels/cuda/fp8_kv.h"
 #include "kernels/cuda/paged_attention.h"
 
 namespace ridge::cuda {
@@ -71,7 +72,26 @@ __global__ void __launch_bounds__(32 * G)
       const int64_t position = key0 + key;
       __nv_bfloat16* k_dst = &keys[key][piece * 8];
       __nv_bfloat16* v_dst = &values[key][piece * 8];
-      if (position < end_key) {
+      if (position < end_key && a.paged.fp8) {
+        // fp8 blocks: widened to bf16 on the way in (plain loads; the staging is the same).
+        const Fp8KvPart part = Fp8PartOf(a.paged, table[position / bs], a.kv_heads, D);
+        const int64_t at = static_cast<int64_t>(kv_head) * bs + position % bs;
+        const uint8_t* src = part.keys + at * D + piece * 8;
+        float k[8], v[8];
+        Fp8x8ToFloat(*reinterpret_cast<const uint2*>(src), part.key_scales[at], k);
+        Fp8x8ToFloat(*reinterpret_cast<const uint2*>(src + part.values_offset),
+                     part.key_scales[part.scales_offset + at], v);
+        uint4 k_packed, v_packed;
+        uint32_t* kw = reinterpret_cast<uint32_t*>(&k_packed);
+        uint32_t* vw = reinterpret_cast<uint32_t*>(&v_packed);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          kw[e] = PackBf16(k[2 * e], k[2 * e + 1]);
+          vw[e] = PackBf16(v[2 * e], v[2 * e + 1]);
+        }
+        *reinterpret_cast<uint4*>(k_dst) = k_packed;
+        *reinterpret_cast<uint4*>(v_dst) = v_packed;
+      } else if (position < end_key) {
         const __nv_bfloat16* src = cache + table[position / bs] * a.paged.block_elements +
                                    head_offset + (position % bs) * D + piece * 8;
         __pipeline_memcpy_async(k_dst, src, 16);

@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 
+#include "kernels/cuda/fp8_kv.h"
 #include "kernels/cuda/qk_rope.h"
 
 namespace ridge::cuda {
@@ -30,7 +31,7 @@ __global__ void __launch_bounds__(32 * kWarps) QkRopeKernel(QkRopeArgs a) {
     sin_t[k] = static_cast<float>(s * a.attention_factor);
   }
   __nv_bfloat16* keys = nullptr;
-  if (a.kv.cache != nullptr) {
+  if (a.kv.cache != nullptr && !a.kv.fp8) {
     const int32_t block = a.step.block_tables[a.step.table_begin[seq] + position / a.kv.block_size];
     keys = static_cast<__nv_bfloat16*>(a.kv.cache) + block * a.kv.block_elements +
            a.kv.layer_offset + (position % a.kv.block_size) * D;
@@ -62,7 +63,30 @@ __global__ void __launch_bounds__(32 * kWarps) QkRopeKernel(QkRopeArgs a) {
         x[i + kHalf] = hi[k];
       }
     }
-    if (keys != nullptr && head >= a.q_heads) {
+    if (a.kv.fp8 && a.kv.cache != nullptr && head >= a.q_heads) {
+      const int kv_head = is_value ? head - a.q_heads - a.kv_heads : head - a.q_heads;
+      float largest = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPairs; ++k) largest = fmaxf(largest, fmaxf(fabsf(lo[k]), fabsf(hi[k])));
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+      }
+      const float scale = largest > 0.0f ? largest / kFp8Max : 1.0f;
+      const int32_t block =
+          a.step.block_tables[a.step.table_begin[seq] + position / a.kv.block_size];
+      const Fp8KvPart part = Fp8PartOf(a.kv, block, a.kv_heads, D);
+      const int64_t at =
+          static_cast<int64_t>(kv_head) * a.kv.block_size + position % a.kv.block_size;
+      uint8_t* dst = const_cast<uint8_t*>(part.keys) + (is_value ? part.values_offset : 0) + at * D;
+#pragma unroll
+      for (int k = 0; k < kPairs; ++k) {
+        dst[lane + 32 * k] = FloatToFp8(lo[k] / scale);
+        dst[lane + 32 * k + kHalf] = FloatToFp8(hi[k] / scale);
+      }
+      if (lane == 0) {
+        const_cast<float*>(part.key_scales)[(is_value ? part.scales_offset : 0) + at] = scale;
+      }
+    } else if (keys != nullptr && head >= a.q_heads) {
       const int kv_head = is_value ? head - a.q_heads - a.kv_heads : head - a.q_heads;
       __nv_bfloat16* dst = keys + (is_value ? values_offset : 0) + kv_head * head_stride;
 #pragma unroll

@@ -161,6 +161,23 @@ int64_t BytesOf(const DeviceHybridLayer& layer) {
 
 }  // namespace
 
+KvLayout PlanDeviceKvLayout(const ModelSpec& spec, int64_t block_size, KvCacheDtype dtype) {
+  KvLayout layout = PlanKvLayout(spec, block_size);
+  if (dtype == KvCacheDtype::kBf16) {
+    layout.element_bytes = 2;
+    return layout;
+  }
+  layout.element_bytes = 1;
+  layout.floats_per_token = 0;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    if (layout.layer_offset[l] < 0) continue;
+    const auto& a = std::get<AttentionSpec>(spec.layers[l].mixer);
+    layout.layer_offset[l] = layout.floats_per_token * block_size;
+    layout.floats_per_token += a.kv_heads * cuda::Fp8KvBytesPerHeadToken(a.head_dim);
+  }
+  return layout;
+}
+
 CudaHybridBackend::CudaHybridBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaHybridBackend::~CudaHybridBackend() = default;
 
@@ -172,6 +189,10 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   if (options.kv_block_size < 1 || options.kv_block_size > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV block size ", options.kv_block_size, " must be 1 to 1024"));
+  }
+  if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 && options.kv_block_size % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an fp8 KV cache needs blocks of a multiple of 16 tokens, not ", options.kv_block_size));
   }
   if (!(options.gpu_memory_utilization > 0.0 && options.gpu_memory_utilization <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -194,8 +215,7 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   impl->options = options;
   impl->sm_count = prop.multiProcessorCount;
   impl->recurrent = PlanRecurrentLayout(spec);
-  impl->kv = PlanKvLayout(spec, options.kv_block_size);
-  impl->kv.element_bytes = 2;
+  impl->kv = PlanDeviceKvLayout(spec, options.kv_block_size, options.kv_cache_dtype);
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   RIDGE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&impl->cublas));
   RIDGE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(impl->cublas, impl->stream));

@@ -19,12 +19,22 @@
 
 namespace ridge {
 
+// How the full-attention layers' keys and values are stored on the GPU: bf16, or e4m3 with an
+// fp32 scale per (position, kv head) vector (kernels/cuda/attention_rows.h, PagedKv), about half
+// the bytes: twice the context in the same memory, and decode reads half as much.
+enum class KvCacheDtype { kBf16, kFp8E4m3 };
+
+// The KV block layout CudaHybridBackend uses for `spec`: the CPU's layer order, elements of
+// `dtype` (for fp8, bytes: each layer's part holds its scales too).
+KvLayout PlanDeviceKvLayout(const ModelSpec& spec, int64_t block_size, KvCacheDtype dtype);
+
 struct CudaHybridOptions {
   int device = 0;
   int64_t num_slots = 64;
   // KV blocks to allocate; 0: as many as fit in the memory the planner gives the KV cache.
   int64_t num_kv_blocks = 0;
   int64_t kv_block_size = 16;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kBf16;  // fp8 needs blocks of a multiple of 16
   // The share of the GPU's memory the backend may take in all (weights, pools, step buffers),
   // as vLLM's --gpu-memory-utilization.
   double gpu_memory_utilization = 0.9;
@@ -37,8 +47,9 @@ class CudaHybridBackend : public ModelBackend {
  public:
   // Refuses (kUnimplemented, naming the shape) what its kernels do not take: head sizes other
   // than 64 and 128, GQA groups other than 1, 2, 4 and 8, convolutions wider than 8, MesaNet
-  // layers. kFailedPrecondition without a GPU; kResourceExhausted when not even one sequence's
-  // state and one block fit.
+  // layers; kInvalidArgument for an fp8 KV cache in blocks not a multiple of 16 tokens.
+  // kFailedPrecondition without a GPU; kResourceExhausted when not even one sequence's state and
+  // one block fit.
   static absl::StatusOr<std::unique_ptr<CudaHybridBackend>> Create(
       const ModelSpec& spec, const HybridWeights& weights, const CudaHybridOptions& options);
   ~CudaHybridBackend() override;

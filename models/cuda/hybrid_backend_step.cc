@@ -406,7 +406,7 @@ absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLaye
             static_cast<int32_t>(a.window)};
   } else {
     paged = {kv_cache.as<void>(), kv.floats_per_block(), layer.memory_offset,
-             static_cast<int32_t>(kv.block_size)};
+             static_cast<int32_t>(kv.block_size), options.kv_cache_dtype == KvCacheDtype::kFp8E4m3};
   }
 
   cuda::QkRopeArgs rope{};

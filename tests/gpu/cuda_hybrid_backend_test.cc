@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "engine/offline_generation.h"
@@ -33,14 +35,17 @@ struct Case {
   int max_iterations;
 };
 
-std::string Name(const ::testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
+using CaseAndKv = std::tuple<Case, KvCacheDtype>;
+
+std::string Name(const ::testing::TestParamInfo<CaseAndKv>& info) {
+  const Case& c = std::get<0>(info.param);
   std::ostringstream name;
   for (const char* p = c.pattern; *p != 0; ++p) {
     name << (*p == '*' ? 'A' : *p == '-' ? '_' : *p);
   }
   name << "_d" << c.head_dim << "_q" << c.q_heads << "kv" << c.kv_heads << "_it" << c.max_iterations
-       << "_tol" << (c.tolerance > 0 ? -std::lround(std::log10(c.tolerance)) : 0);
+       << "_tol" << (c.tolerance > 0 ? -std::lround(std::log10(c.tolerance)) : 0)
+       << (std::get<1>(info.param) == KvCacheDtype::kFp8E4m3 ? "_fp8" : "_bf16");
   return name.str();
 }
 
@@ -95,19 +100,24 @@ double RelativeRms(const std::vector<float>& a, const std::vector<float>& ref) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-class CudaHybridBackendTest : public ::testing::TestWithParam<Case> {};
+class CudaHybridBackendTest : public ::testing::TestWithParam<CaseAndKv> {};
 
+// With an fp8 KV cache (3 mantissa bits) the bounds are looser; the test prints the differences.
 TEST_P(CudaHybridBackendTest, AgreesWithTheCpuBackend) {
-  const Case& c = GetParam();
+  const Case& c = std::get<0>(GetParam());
+  const KvCacheDtype kv_dtype = std::get<1>(GetParam());
+  const bool fp8 = kv_dtype == KvCacheDtype::kFp8E4m3;
+  const double prompt_bound = fp8 ? 0.1 : 2e-2, decode_bound = fp8 ? 0.12 : 3e-2;
   auto model = SmallModel(c);
   ASSERT_TRUE(model.ok()) << model.status();
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
   const ModelSpec& spec = (*model)->spec();
   constexpr int kSeqs = 3, kBlocksEach = 12;
   CpuBackend cpu(&(*model)->decoder(), kSeqs, kSeqs * kBlocksEach);
-  auto gpu =
-      CudaHybridBackend::Create(spec, *(*model)->hybrid_weights(),
-                                {.num_slots = kSeqs + 1, .num_kv_blocks = kSeqs * kBlocksEach + 4});
+  auto gpu = CudaHybridBackend::Create(spec, *(*model)->hybrid_weights(),
+                                       {.num_slots = kSeqs + 1,
+                                        .num_kv_blocks = kSeqs * kBlocksEach + 4,
+                                        .kv_cache_dtype = kv_dtype});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   // Scattered, interleaved block tables (the same on both sides); the GPU's slots out of order.
@@ -153,7 +163,8 @@ TEST_P(CudaHybridBackendTest, AgreesWithTheCpuBackend) {
                             &gpu_logits)
                   .ok());
   ASSERT_EQ(cpu_logits.size(), gpu_logits.size());
-  EXPECT_LT(RelativeRms(gpu_logits, cpu_logits), 2e-2) << "first prompt pieces";
+  const double first_rms = RelativeRms(gpu_logits, cpu_logits);
+  EXPECT_LT(first_rms, prompt_bound) << "first prompt pieces";
   ASSERT_TRUE(
       cpu.Forward(chunks_for(rest, false, SolvePhase::kPrefill), LogitsFor::kLastToken, &cpu_logits)
           .ok());
@@ -161,7 +172,8 @@ TEST_P(CudaHybridBackendTest, AgreesWithTheCpuBackend) {
                   ->Forward(chunks_for(rest, true, SolvePhase::kPrefill), LogitsFor::kLastToken,
                             &gpu_logits)
                   .ok());
-  EXPECT_LT(RelativeRms(gpu_logits, cpu_logits), 2e-2) << "rest of the prompts";
+  const double rest_rms = RelativeRms(gpu_logits, cpu_logits);
+  EXPECT_LT(rest_rms, prompt_bound) << "rest of the prompts";
 
   // Greedy decode, both fed the CPU's choice; the GPU's greedy pick agrees on most steps.
   int agree = 0, steps = 0;
@@ -187,7 +199,7 @@ TEST_P(CudaHybridBackendTest, AgreesWithTheCpuBackend) {
       ++steps;
     }
   }
-  EXPECT_GE(agree, steps * 9 / 10) << agree << " of " << steps << " greedy picks agree";
+  EXPECT_GE(agree, steps * (fp8 ? 7 : 9) / 10) << agree << " of " << steps << " greedy picks agree";
   // One more decode step with logits, compared.
   std::vector<std::span<const int32_t>> tokens(kSeqs);
   for (int s = 0; s < kSeqs; ++s) tokens[s] = std::span<const int32_t>(&next[s], 1);
@@ -199,7 +211,12 @@ TEST_P(CudaHybridBackendTest, AgreesWithTheCpuBackend) {
       (*gpu)
           ->Forward(chunks_for(tokens, true, SolvePhase::kDecode), LogitsFor::kLastToken, &gpu_last)
           .ok());
-  EXPECT_LT(RelativeRms(gpu_last, cpu_last), 3e-2) << "a decode step";
+  const double decode_rms = RelativeRms(gpu_last, cpu_last);
+  EXPECT_LT(decode_rms, decode_bound) << "a decode step";
+  std::printf(
+      "%s KV: logits' relative RMS difference from the CPU: prompt pieces %.4f, %.4f, "
+      "decode %.4f; greedy picks %d of %d\n",
+      fp8 ? "fp8" : "bf16", first_rms, rest_rms, decode_rms, agree, steps);
   for (int s = 0; s < kSeqs; ++s) {
     EXPECT_EQ((*gpu)->SlotPosition(gpu_slot[s]), cpu.SlotPosition(s));
     if (!std::strstr(c.pattern, "GKA")) continue;
@@ -211,14 +228,16 @@ TEST_P(CudaHybridBackendTest, AgreesWithTheCpuBackend) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Patterns, CudaHybridBackendTest,
-                         ::testing::Values(Case{"GKA-*-GKA-SWA", 64, 4, 2, 24, 0.0f, 30},
-                                           Case{"SWA-GKA-*", 64, 4, 1, 20, 1e-3f, 30},
-                                           Case{"GKA-*", 128, 4, 4, 0, 1e-6f, 30},
-                                           Case{"*-GKA-*", 128, 8, 2, 0, 0.0f, 1},
-                                           Case{"GKA-GKA", 64, 2, 2, 0, 1e-3f, 30},
-                                           Case{"*-SWA-*", 128, 2, 1, 16, 0.0f, 30}),
-                         Name);
+INSTANTIATE_TEST_SUITE_P(
+    Patterns, CudaHybridBackendTest,
+    ::testing::Combine(::testing::Values(Case{"GKA-*-GKA-SWA", 64, 4, 2, 24, 0.0f, 30},
+                                         Case{"SWA-GKA-*", 64, 4, 1, 20, 1e-3f, 30},
+                                         Case{"GKA-*", 128, 4, 4, 0, 1e-6f, 30},
+                                         Case{"*-GKA-*", 128, 8, 2, 0, 0.0f, 1},
+                                         Case{"GKA-GKA", 64, 2, 2, 0, 1e-3f, 30},
+                                         Case{"*-SWA-*", 128, 2, 1, 16, 0.0f, 30}),
+                       ::testing::Values(KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3)),
+    Name);
 
 TEST(CudaHybridBackendCreateTest, RefusesShapesItsKernelsDoNotTake) {
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -28,9 +29,10 @@ struct Shape {
 // blocks scattered over a pool, and the float64 reference output.
 struct AttentionCase {
   Shape shape;
-  std::vector<int> lengths;  // keys of each sequence (its row is at position length - 1)
-  bool prompt = false;       // every position of each sequence is a row
-  std::vector<uint16_t> cache = {};
+  bool fp8 = false;                 // e4m3 blocks with per-(position, kv head) scales
+  std::vector<int> lengths;         // keys of each sequence (its row is at position length - 1)
+  bool prompt = false;              // every position of each sequence is a row
+  std::vector<uint8_t> cache = {};  // the blocks' bytes
   std::vector<float> proj = {};
   std::vector<int32_t> table = {};
   int64_t row_sequence = 0, row_begin = 0, row_count = 0, start_position = 0, table_begin = 0,
@@ -39,10 +41,23 @@ struct AttentionCase {
   std::vector<double> expected = {};  // [rows, q_heads * head_dim]
 };
 
-int64_t BlockElements(const Shape& s) { return 2LL * s.kv_heads * s.block_size * s.head_dim; }
+// Elements of a block (bytes for fp8, whose blocks hold the scales too).
+int64_t BlockElements(const Shape& s, bool fp8) {
+  return fp8 ? int64_t{s.kv_heads} * s.block_size * Fp8KvBytesPerHeadToken(s.head_dim)
+             : 2LL * s.kv_heads * s.block_size * s.head_dim;
+}
 
-AttentionCase MakeCase(const Shape& shape, std::vector<int> lengths, bool prompt, uint32_t seed) {
-  AttentionCase c{.shape = shape, .lengths = std::move(lengths), .prompt = prompt};
+// e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; S.1111.111 is NaN, there is no infinity.
+double Fp8E4m3ToDouble(uint8_t bits) {
+  const int exponent = (bits >> 3) & 15, mantissa = bits & 7;
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0, -6)
+                                         : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+  return bits & 0x80 ? -magnitude : magnitude;
+}
+
+AttentionCase MakeCase(const Shape& shape, std::vector<int> lengths, bool prompt, uint32_t seed,
+                       bool fp8 = false) {
+  AttentionCase c{.shape = shape, .fp8 = fp8, .lengths = std::move(lengths), .prompt = prompt};
   const int d = shape.head_dim, bs = shape.block_size, group = shape.q_heads / shape.kv_heads;
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
@@ -53,8 +68,27 @@ AttentionCase MakeCase(const Shape& shape, std::vector<int> lengths, bool prompt
     total_blocks += blocks_of.back();
   }
   total_blocks += 3;  // blocks nobody owns, full of other data
-  c.cache.resize(total_blocks * BlockElements(shape));
-  for (uint16_t& x : c.cache) x = FloatToBf16(normal(rng));
+  const int64_t block_elements = BlockElements(shape, fp8);
+  const int64_t kv_elements = int64_t{shape.kv_heads} * bs * d;  // of K (or V) in a block
+  c.cache.resize(total_blocks * block_elements * (fp8 ? 1 : 2));
+  if (fp8) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+    for (int64_t b = 0; b < total_blocks; ++b) {
+      uint8_t* block = &c.cache[b * block_elements];
+      for (int64_t i = 0; i < 2 * kv_elements; ++i) {
+        do block[i] = static_cast<uint8_t>(byte(rng));
+        while ((block[i] & 0x7f) == 0x7f);  // not NaN
+      }
+      float* scales = reinterpret_cast<float*>(block + 2 * kv_elements);
+      for (int64_t i = 0; i < 2 * kv_elements / d; ++i) scales[i] = scale(rng);
+    }
+  } else {
+    for (size_t i = 0; i < c.cache.size(); i += 2) {
+      const uint16_t bits = FloatToBf16(normal(rng));
+      std::memcpy(&c.cache[i], &bits, 2);
+    }
+  }
   std::vector<int32_t> order(total_blocks);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
@@ -97,10 +131,19 @@ AttentionCase MakeCase(const Shape& shape, std::vector<int> lengths, bool prompt
   // The reference: row r of sequence s at position p attends to keys [0, p].
   const auto element = [&](int s, int position, int kv_head, int dim, bool value) {
     const int32_t block = blocks[table_begin[s] + position / bs];
-    const int64_t at = block * BlockElements(shape) +
-                       (value ? int64_t{shape.kv_heads} * bs * d : 0) +
-                       (int64_t{kv_head} * bs + position % bs) * d + dim;
-    return static_cast<double>(Bf16ToFloat(c.cache[at]));
+    const int64_t vector = int64_t{kv_head} * bs + position % bs;
+    const int64_t at = block * block_elements + (value ? kv_elements : 0) + vector * d + dim;
+    if (fp8) {
+      float scale;
+      std::memcpy(&scale,
+                  &c.cache[block * block_elements + 2 * kv_elements +
+                           ((value ? kv_elements / d : 0) + vector) * 4],
+                  4);
+      return Fp8E4m3ToDouble(c.cache[at]) * scale;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, &c.cache[2 * at], 2);
+    return static_cast<double>(Bf16ToFloat(bits));
   };
   c.expected.assign(int64_t{c.rows} * shape.q_heads * d, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -135,7 +178,7 @@ AttentionCase MakeCase(const Shape& shape, std::vector<int> lengths, bool prompt
 // largest magnitude.
 double RunCase(const AttentionCase& c, int split_keys) {
   const Shape& shape = c.shape;
-  DeviceArray<uint16_t> cache(c.cache);
+  DeviceArray<uint8_t> cache(c.cache);
   DeviceArray<float> proj(c.proj);
   DeviceArray<int32_t> table(c.table);
   DeviceArray<uint16_t> out(
@@ -154,11 +197,13 @@ double RunCase(const AttentionCase& c, int split_keys) {
   a.proj = proj.get();
   a.proj_stride = int64_t{shape.q_heads + 2 * shape.kv_heads} * shape.head_dim;
   a.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  a.paged = {cache.get(), BlockElements(shape), 0, shape.block_size};
+  a.paged = {cache.get(), BlockElements(shape, c.fp8), 0, shape.block_size, c.fp8};
   a.out_bf16 = out.get();
   a.out_stride = int64_t{shape.q_heads} * shape.head_dim;
   const int max_keys = *std::max_element(c.lengths.begin(), c.lengths.end());
-  a.split_keys = split_keys > 0 ? split_keys : max_keys;
+  // One split: every key (rounded up to a multiple of 64 for fp8, as the backend's splits are,
+  // since only the tile kernel reads fp8; bf16's odd count takes the generic kernel).
+  a.split_keys = split_keys > 0 ? split_keys : c.fp8 ? (max_keys + 63) / 64 * 64 : max_keys;
   a.max_splits = (max_keys + a.split_keys - 1) / a.split_keys;
   DeviceArray<float> partials(std::vector<float>(std::max<int64_t>(
       1, PagedAttentionScratchFloats(c.rows, shape.q_heads, shape.head_dim, a.max_splits))));
@@ -199,6 +244,24 @@ TEST_P(PagedAttentionTest, DecodeRowsMatchTheReference) {
     EXPECT_LT(RunCase(c, split_keys), 8e-3)
         << Name(GetParam()) << ", splits of " << split_keys << " keys";
   }
+}
+
+TEST_P(PagedAttentionTest, Fp8DecodeRowsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  if (GetParam().block_size % 16 != 0) GTEST_SKIP() << "fp8 blocks hold a multiple of 16 tokens";
+  const AttentionCase c = MakeCase(GetParam(), {1, 15, 16, 17, 33, 700, 1391}, false, 9, true);
+  for (const int split_keys : {0, 64, 256}) {
+    // The reference reads the same fp8 values: only the bf16 output rounds.
+    EXPECT_LT(RunCase(c, split_keys), 8e-3)
+        << Name(GetParam()) << " fp8, splits of " << split_keys << " keys";
+  }
+}
+
+TEST_P(PagedAttentionTest, Fp8PromptRowsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  if (GetParam().block_size % 16 != 0) GTEST_SKIP() << "fp8 blocks hold a multiple of 16 tokens";
+  const AttentionCase c = MakeCase(GetParam(), {1, 17, 100, 300}, true, 13, true);
+  EXPECT_LT(RunCase(c, 0), 2e-2) << Name(GetParam()) << " fp8";
 }
 
 TEST_P(PagedAttentionTest, PromptRowsMatchTheReference) {

@@ -9,6 +9,7 @@
 //                          [--kv-heads 8] [--head-dim 128] [--repeats 30]
 //                          [--blocks-per-sm 4,8,16 (splits)]
 //                          [--prefill 2048,16384 (the tensor-core kernel over whole prompts)]
+//                          [--kv-dtype bf16|fp8 (decode only)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
   int q_heads = 32, kv_heads = 8, d = 128, repeats = 30;
   std::vector<int> blocks_per_sm = {ridge::cuda::kDefaultSplitBlocksPerSm};
   std::vector<int> prefill_lengths;
+  bool fp8 = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--batches") {
@@ -113,6 +115,8 @@ int main(int argc, char** argv) {
       blocks_per_sm = IntList(argv[i + 1]);
     } else if (flag == "--prefill") {
       prefill_lengths = IntList(argv[i + 1]);
+    } else if (flag == "--kv-dtype") {
+      fp8 = std::string(argv[i + 1]) == "fp8";
     } else if (flag == "--repeats") {
       repeats = std::atoi(argv[i + 1]);
     } else {
@@ -128,18 +132,22 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   const double ceiling = ridge::bench::CopyCeiling();
   std::printf(
-      "paged attention decode, %d query / %d kv heads x %d, bf16 blocks of 16, copy "
+      "paged attention decode, %d query / %d kv heads x %d, %s blocks of 16, copy "
       "ceiling %.3f TB/s\n",
-      q_heads, kv_heads, d, ceiling / 1e12);
+      q_heads, kv_heads, d, fp8 ? "fp8" : "bf16", ceiling / 1e12);
   constexpr int kBlockSize = 16;
-  const int64_t block_elements = 2LL * kv_heads * kBlockSize * d;
+  // Elements of a block: bf16 keys and values, or fp8 ones with their scales (bytes).
+  const int64_t block_elements =
+      fp8 ? int64_t{kv_heads} * kBlockSize * ridge::cuda::Fp8KvBytesPerHeadToken(d)
+          : 2LL * kv_heads * kBlockSize * d;
+  const int64_t element_bytes = fp8 ? 1 : 2;
   std::mt19937 rng(3);
   for (const int length : prefill_lengths) BenchPrefill(length, q_heads, kv_heads, d, 5, rng);
   for (const int context : contexts) {
     for (const int batch : batches) {
       const int64_t per_sequence = (context + kBlockSize - 1) / kBlockSize;
       const int64_t blocks = per_sequence * batch;
-      const size_t cache_bytes = blocks * block_elements * 2;
+      const size_t cache_bytes = blocks * block_elements * element_bytes;
       void* cache;
       if (cudaMalloc(&cache, cache_bytes) != cudaSuccess) {
         cudaGetLastError();
@@ -190,7 +198,7 @@ int main(int argc, char** argv) {
       a.proj = d_proj;
       a.proj_stride = width;
       a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-      a.paged = {cache, block_elements, 0, kBlockSize};
+      a.paged = {cache, block_elements, 0, kBlockSize, fp8};
       for (const int per_sm : blocks_per_sm) {
         {
           a.max_splits = ridge::cuda::PickAttentionSplits(batch, kv_heads, context, sm_count,
@@ -205,7 +213,8 @@ int main(int argc, char** argv) {
           CHECK_CUDA(ridge::cuda::LaunchPagedAttention(a, nullptr));
           const double us = ridge::bench::MedianMicros(
               repeats, [&] { return ridge::cuda::LaunchPagedAttention(a, nullptr); });
-          const double bytes = static_cast<double>(batch) * context * kv_heads * d * 2 * 2;
+          const double bytes =
+              static_cast<double>(batch) * context * block_elements * element_bytes / kBlockSize;
           const double limit_us = bytes / ceiling * 1e6;
           std::printf(
               "context %6d batch %3d splits %3d x %5d keys  median %8.1f us  KV %7.1f "

@@ -8,7 +8,7 @@
 //   cuda_hybrid_bench --config tools/bench/configs/hqwen3-8b-gka.json [--contexts 16384,32768]
 //       [--max-batch 0 (as many as fit)] [--iterations 30,10] [--tolerances 0,1e-3]
 //       [--decode-steps 8] [--ttft 14336] [--prefill-batch 8] [--prefill-len 16384]
-//       [--chunk 2048] [--gpu-memory-utilization 0.92]
+//       [--chunk 2048] [--gpu-memory-utilization 0.92] [--kv-cache-dtype bf16|fp8]
 //
 // Decode at context L: one real L-token prefill, its recurrent state copied into every slot;
 // their KV blocks (distinct per sequence) hold zeros, as the kernels' bytes and work do not
@@ -75,11 +75,11 @@ absl::StatusOr<double> Prefill(CudaHybridBackend& b, int64_t first, int64_t coun
 }
 
 absl::Status Bench(int argc, char** argv) {
-  ASSIGN_OR_RETURN(
-      const CliArgs args,
-      CliArgs::Parse(argc, argv,
-                     {"config", "contexts", "max-batch", "iterations", "tolerances", "decode-steps",
-                      "ttft", "prefill-batch", "prefill-len", "chunk", "gpu-memory-utilization"}));
+  ASSIGN_OR_RETURN(const CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"config", "contexts", "max-batch", "iterations", "tolerances",
+                                   "decode-steps", "ttft", "prefill-batch", "prefill-len", "chunk",
+                                   "gpu-memory-utilization", "kv-cache-dtype"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
   ASSIGN_OR_RETURN(const int64_t max_batch, args.Int("max-batch", 0));
@@ -91,6 +91,12 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t prefill_len, args.Int("prefill-len", 16384));
   ASSIGN_OR_RETURN(const int64_t chunk, args.Int("chunk", 2048));
   ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.92));
+  const std::string kv_dtype_name = args.StringOr("kv-cache-dtype", "bf16");
+  if (kv_dtype_name != "bf16" && kv_dtype_name != "fp8") {
+    return absl::InvalidArgumentError("--kv-cache-dtype must be bf16 or fp8");
+  }
+  const KvCacheDtype kv_dtype =
+      kv_dtype_name == "fp8" ? KvCacheDtype::kFp8E4m3 : KvCacheDtype::kBf16;
 
   ASSIGN_OR_RETURN(const std::unique_ptr<Model> model,
                    LoadModel(config_path, LoadFormat::kRandom, 16, 1234));
@@ -106,10 +112,10 @@ absl::Status Bench(int argc, char** argv) {
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
     return absl::FailedPreconditionError("no CUDA device");
   }
-  const KvLayout planned_kv = PlanKvLayout(spec, 16);
+  const KvLayout planned_kv = PlanDeviceKvLayout(spec, 16, kv_dtype);
   const double per_sequence_bytes =
       static_cast<double>(PlanRecurrentLayout(spec).bytes_per_slot()) +
-      static_cast<double>(max_context) * planned_kv.floats_per_token * 2.0;
+      static_cast<double>(max_context) * static_cast<double>(planned_kv.bytes_per_token());
   const double pool_bytes = utilization * static_cast<double>(total_bytes) -
                             2.0 * static_cast<double>(spec.ParameterCount()) - (4.0 * (1 << 30));
   const int64_t slots =
@@ -120,6 +126,7 @@ absl::Status Bench(int argc, char** argv) {
                                              {.num_slots = slots,
                                               .num_kv_blocks = 0,
                                               .kv_block_size = 16,
+                                              .kv_cache_dtype = kv_dtype,
                                               .gpu_memory_utilization = utilization}));
   CudaHybridBackend& b = *backend;
   const KvLayout& kv = b.kv_layout();
