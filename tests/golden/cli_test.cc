@@ -110,6 +110,8 @@ TEST(CliTest, GenerateFromTextWithTheBundledModel) {
 
 TEST(CliTest, BadFlagsGiveClearErrors) {
   const std::string model = " --model " + kCase.string();
+  std::string hybrid = " --model ";
+  hybrid += (std::filesystem::path(RIDGE_TEST_DATA_DIR) / "hybrid_qwen3" / "gka_swa_mix").string();
   const std::pair<std::string, std::string> cases[] = {
       {"generate" + model + " --prompt-ids 1,x", "'x' is not a token id"},
       {"generate" + model + " --prompt-ids 1,999", "outside the vocabulary"},
@@ -123,6 +125,10 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
       {"frobnicate", "unknown command"},
       {"generate" + model + " --prompt hi --prompt-ids 1", "exactly one of --prompt"},
       {"generate" + model + " --prompt hi", "tokenizer.json"},
+      {"generate" + model + " --prompt-ids 1 --kv-cache-dtype int4",
+       "--kv-cache-dtype 'int4' must be auto, bf16, fp8 or fp8_e4m3"},
+      {"generate" + hybrid + " --prompt-ids 1 --device cpu --kv-cache-dtype fp8",
+       "--kv-cache-dtype fp8: the CPU backend keeps fp32 keys and values"},
   };
   for (const auto& [args, expected] : cases) {
     const Output out = RunRidgeserve(args);
