@@ -31,6 +31,34 @@ __device__ float BlockSum(float value, float* scratch) {
   return sum;
 }
 
+// Hs in registers: warp w holds rows [16w, 16w + 16); lane (g, c) = (lane / 16, lane % 16) holds
+// the 8 x kCols block at rows 16w + 8g, columns c * kCols (kCols = D / 16). A product Hs x then
+// reads only kCols entries of x a thread (the layout of half a row a thread read all D / 2:
+// shared-memory reads bound the solve) and sums each row over its 16 lanes by a reduce-scatter,
+// after which lane pair (2i, 2i + 1) of each half warp holds row 16w + 8g + i: thread t holds
+// row t / 2, the row whose scalars (x, q, the residual) it keeps.
+constexpr int kBlockRows = 8;
+
+// The full sums of rows 0..7 of `partial` over the 16 lanes of a half warp; lane c gets row c / 2.
+__device__ __forceinline__ float ReduceRowSums(const float (&partial)[kBlockRows], int c) {
+  const bool b3 = c & 8, b2 = c & 4, b1 = c & 2;
+  float four[4], two[2];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float mine = b3 ? partial[4 + k] : partial[k];
+    const float other = b3 ? partial[k] : partial[4 + k];
+    four[k] = mine + __shfl_xor_sync(0xffffffffu, other, 8);
+  }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const float mine = b2 ? four[2 + k] : four[k];
+    const float other = b2 ? four[k] : four[2 + k];
+    two[k] = mine + __shfl_xor_sync(0xffffffffu, other, 4);
+  }
+  const float one = (b1 ? two[1] : two[0]) + __shfl_xor_sync(0xffffffffu, b1 ? two[0] : two[1], 2);
+  return one + __shfl_xor_sync(0xffffffffu, one, 1);
+}
+
 __device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
@@ -61,16 +89,22 @@ __global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArg
   const int max_iterations = a.sequences.max_iterations[seq];
   const float o_norm_weight = t < D ? a.o_norm[t] : 0.0f;
 
-  // Half a row of Hs per thread, in registers for every token of the step.
-  float h[kHalf];
-  float4* h_row = reinterpret_cast<float4*>(hs + row * D + half * kHalf);
+  // This thread's block of Hs (see kBlockRows), in registers for every token of the step.
+  constexpr int kCols = D / 16;
+  const int block_row = (t >> 5) * 16 + ((t >> 4) & 1) * kBlockRows, lane16 = t & 15;
+  const int block_col = lane16 * kCols;
+  float h[kBlockRows][kCols];
 #pragma unroll
-  for (int c = 0; c < kHalf / 4; ++c) {
-    const float4 v = h_row[c];
-    h[4 * c] = v.x;
-    h[4 * c + 1] = v.y;
-    h[4 * c + 2] = v.z;
-    h[4 * c + 3] = v.w;
+  for (int i = 0; i < kBlockRows; ++i) {
+    const float4* src = reinterpret_cast<const float4*>(hs + (block_row + i) * D + block_col);
+#pragma unroll
+    for (int c = 0; c < kCols / 4; ++c) {
+      const float4 v = src[c];
+      h[i][4 * c] = v.x;
+      h[i][4 * c + 1] = v.y;
+      h[i][4 * c + 2] = v.z;
+      h[i][4 * c + 3] = v.w;
+    }
   }
 
   for (int32_t token = 0; token < tokens; ++token) {
@@ -92,12 +126,21 @@ __global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArg
     __syncthreads();
 
     // Hs = decay Hs + k~ k~^T.
-    const float k_row = key[row];
     float squares = 0.0f;
+    {
+      float k_rows[kBlockRows], k_cols[kCols];
 #pragma unroll
-    for (int c = 0; c < kHalf; ++c) {
-      h[c] = decay * h[c] + k_row * key[half * kHalf + c];
-      squares += h[c] * h[c];
+      for (int i = 0; i < kBlockRows; ++i) k_rows[i] = key[block_row + i];
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) k_cols[j] = key[block_col + j];
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+          h[i][j] = decay * h[i][j] + k_rows[i] * k_cols[j];
+          squares += h[i][j] * h[i][j];
+        }
+      }
     }
     const float frobenius = sqrtf(BlockSum<kThreads>(squares, scratch));
     const float q_row = query[row];
@@ -120,19 +163,25 @@ __global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArg
       __syncthreads();
       int buffer = 0;
       for (int iteration = 0;; ++iteration) {
-        // Four independent sums: a single chain of kHalf dependent FMAs is the solve's latency.
-        const float4* x = reinterpret_cast<const float4*>(xs[buffer] + half * kHalf);
-        float dots[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        // (Hs x) for the block's rows: kBlockRows independent sums, then over the half warp.
+        float x_cols[kCols];
+        const float4* x = reinterpret_cast<const float4*>(xs[buffer] + block_col);
 #pragma unroll
-        for (int c = 0; c < kHalf / 4; ++c) {
+        for (int c = 0; c < kCols / 4; ++c) {
           const float4 x4 = x[c];
-          dots[0] += h[4 * c] * x4.x;
-          dots[1] += h[4 * c + 1] * x4.y;
-          dots[2] += h[4 * c + 2] * x4.z;
-          dots[3] += h[4 * c + 3] * x4.w;
+          x_cols[4 * c] = x4.x;
+          x_cols[4 * c + 1] = x4.y;
+          x_cols[4 * c + 2] = x4.z;
+          x_cols[4 * c + 3] = x4.w;
         }
-        float dot = (dots[0] + dots[1]) + (dots[2] + dots[3]);
-        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+        float partial[kBlockRows];
+#pragma unroll
+        for (int i = 0; i < kBlockRows; ++i) {
+          partial[i] = h[i][0] * x_cols[0];
+#pragma unroll
+          for (int j = 1; j < kCols; ++j) partial[i] += h[i][j] * x_cols[j];
+        }
+        const float dot = ReduceRowSums(partial, lane16);
         const float res = dot + lam * x_row - q_row;
         const bool last = iteration == max_iterations;
         if (tolerance > 0.0f || last) {  // the same for every thread of the block
@@ -186,8 +235,12 @@ __global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArg
   }
 
 #pragma unroll
-  for (int c = 0; c < kHalf / 4; ++c) {
-    h_row[c] = make_float4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+  for (int i = 0; i < kBlockRows; ++i) {
+    float4* dst = reinterpret_cast<float4*>(hs + (block_row + i) * D + block_col);
+#pragma unroll
+    for (int c = 0; c < kCols / 4; ++c) {
+      dst[c] = make_float4(h[i][4 * c], h[i][4 * c + 1], h[i][4 * c + 2], h[i][4 * c + 3]);
+    }
   }
 }
 
