@@ -40,6 +40,8 @@ to stderr.
   --cuda-device N           which GPU (default 0)
   --gpu-memory-utilization F
                             share of the GPU's memory a hybrid model may take (default 0.9)
+  --kv-cache-dtype auto|bf16|fp8
+                            the GPU's KV cache (auto: bf16; fp8: e4m3, half the bytes)
 )";
 
 absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {

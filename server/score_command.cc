@@ -30,6 +30,8 @@ Prints the perplexity of the ids and the solver statistics to stderr.
   --cuda-device N          which GPU (default 0)
   --gpu-memory-utilization F
                            share of the GPU's memory a hybrid model may take (default 0.9)
+  --kv-cache-dtype auto|bf16|fp8
+                           the GPU's KV cache (auto: bf16; fp8: e4m3, half the bytes)
 )";
 
 absl::Status Score(int argc, char** argv) {

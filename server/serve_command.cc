@@ -55,6 +55,10 @@ then the process exits 0.
   --gpu-memory-utilization F   share of the GPU's memory a hybrid model may take in all
                                (weights, state slots, KV blocks, step buffers; default 0.9);
                                without --kv-blocks/--kv-cache-memory the KV cache fills it
+  --kv-cache-dtype auto|bf16|fp8
+                               how the GPU stores attention keys and values (auto: bf16;
+                               fp8 = fp8_e4m3: e4m3 with per-vector scales, half the bytes;
+                               the CPU keeps fp32 and takes auto only)
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64.
                                More than fit where the states live are clamped with a warning:
