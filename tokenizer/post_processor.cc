@@ -1,5 +1,6 @@
 #include "tokenizer/post_processor.h"
 
+#include <cstdint>
 #include <string>
 
 #include "base/status_macros.h"
@@ -8,6 +9,16 @@ namespace ridge {
 namespace {
 
 constexpr char kWhere[] = "tokenizer.json post_processor";
+
+// A token id: an integer in [0, 2^31).
+absl::StatusOr<int32_t> TokenId(const Json& id, const char* key) {
+  if (!id.is_number_integer() ||
+      (id.is_number_unsigned() ? id.get<uint64_t>() > INT32_MAX
+                               : id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)) {
+    return FieldError(kWhere, key, "token ids in [0, 2^31)");
+  }
+  return static_cast<int32_t>(id.get<int64_t>());
+}
 
 absl::StatusOr<SpecialTokenFrame> ParseTemplate(const Json& json) {
   auto single = json.find("single");
@@ -34,12 +45,16 @@ absl::StatusOr<SpecialTokenFrame> ParseTemplate(const Json& json) {
       return absl::InvalidArgumentError(
           absl::StrCat(kWhere, ": template token '", name, "' is not in special_tokens"));
     }
-    const Json& ids = (*specials)[name]["ids"];
-    if (!ids.is_array()) return FieldError(kWhere, "special_tokens.ids", "an array");
+    // (const operator[] on a missing key is undefined behaviour in nlohmann: find() only.)
+    const auto entry = specials->find(name);
+    const auto ids = entry->is_object() ? entry->find("ids") : entry->end();
+    if (!entry->is_object() || ids == entry->end() || !ids->is_array()) {
+      return FieldError(kWhere, "special_tokens.ids", "an array");
+    }
     std::vector<int32_t>& target = seen_sequence ? frame.suffix : frame.prefix;
-    for (const Json& id : ids) {
-      if (!id.is_number_integer()) return FieldError(kWhere, "special_tokens.ids", "integers");
-      target.push_back(id.get<int32_t>());
+    for (const Json& id : *ids) {
+      ASSIGN_OR_RETURN(const int32_t value, TokenId(id, "special_tokens.ids"));
+      target.push_back(value);
     }
   }
   if (!seen_sequence) {
@@ -51,10 +66,10 @@ absl::StatusOr<SpecialTokenFrame> ParseTemplate(const Json& json) {
 // BertProcessing / RobertaProcessing: {"cls": ["[CLS]", 101], "sep": ["[SEP]", 102]}.
 absl::StatusOr<int32_t> PairId(const Json& json, const char* key) {
   auto it = json.find(key);
-  if (it == json.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_integer()) {
+  if (it == json.end() || !it->is_array() || it->size() != 2) {
     return FieldError(kWhere, key, "a [token, id] pair");
   }
-  return (*it)[1].get<int32_t>();
+  return TokenId((*it)[1], key);
 }
 
 }  // namespace

@@ -167,6 +167,19 @@ TEST(TokenizerTest, RejectsMalformedFiles) {
         j["post_processor"] = {{"type", "Mystery"}};
       },
       "unsupported post_processor");
+  // Found by tests/fuzz/tokenizer_fuzz: a special token that is not an object, and ids out of
+  // range, once read through nlohmann's unchecked operator[].
+  const auto template_with = [](nlohmann::json special) {
+    return [special](auto& j) {
+      j["post_processor"] = {{"type", "TemplateProcessing"},
+                             {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {}}}}},
+                             {"special_tokens", {{"<s>", special}}}};
+    };
+  };
+  ExpectLoadError(template_with(5), "special_tokens.ids");
+  ExpectLoadError(template_with({{"id", "<s>"}}), "special_tokens.ids");
+  ExpectLoadError(template_with({{"ids", {-1}}}), "token ids in [0, 2^31)");
+  ExpectLoadError(template_with({{"ids", {int64_t{1} << 40}}}), "token ids in [0, 2^31)");
   ExpectLoadError([](auto& j) { j["added_tokens"][0]["content"] = 7; }, "content");
   ExpectLoadError([](auto& j) { j["added_tokens"] = "x"; }, "added_tokens");
 }
