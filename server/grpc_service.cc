@@ -372,7 +372,16 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.enabled()) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls.verify_clients() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                     : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    ssl.pem_root_certs = options.tls.ca_pem;
+    ssl.pem_key_cert_pairs.push_back({options.tls.key_pem, options.tls.cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would start and silently
@@ -386,7 +395,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
   }
   server->SetServing(true);
   Log(LogLevel::kInfo, "gRPC: serving ", kServiceName, " on ", options.address, " (port ",
-      server->port_, ")");
+      server->port_, options.tls.enabled() ? ", TLS" : "",
+      options.tls.verify_clients() ? " with client certificates" : "", ")");
   return server;
 }
 

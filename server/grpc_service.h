@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "server/api_keys.h"
+#include "server/tls_options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace grpc {
@@ -26,6 +27,7 @@ struct GrpcServerOptions {
   // Keys every Generation method requires as `authorization: Bearer <key>` metadata
   // (UNAUTHENTICATED otherwise); the health service stays open. No keys: all open.
   ApiKeys api_keys = {};
+  TlsOptions tls = {};  // enabled: TLS only (and client certificates with a CA)
 };
 
 class GrpcServer {

@@ -17,6 +17,15 @@
 namespace ridge {
 namespace {
 
+// cpp-httplib's plain server, or with TLS its SSLServer (which requires and verifies client
+// certificates when given a CA). A TLS server that could not load its files is not valid: Bind
+// says so.
+std::unique_ptr<httplib::Server> MakeServer(const TlsOptions& tls) {
+  if (!tls.enabled()) return std::make_unique<httplib::Server>();
+  return std::make_unique<httplib::SSLServer>(tls.cert_file.c_str(), tls.key_file.c_str(),
+                                              tls.verify_clients() ? tls.ca_file.c_str() : nullptr);
+}
+
 // The largest request body read (a 1M-token prompt as ids is about 8 MB of JSON).
 constexpr size_t kMaxRequestBytes = size_t{64} << 20;
 
@@ -43,7 +52,7 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
       options_(std::move(options)),
       openai_(std::make_unique<OpenAiHandler>(backend, tokenizer, chat_template, metrics, &options_,
                                               &active_, &cancel_all_)),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(MakeServer(options_.tls)) {
   // cpp-httplib sends without MSG_NOSIGNAL: a client that hangs up mid-stream would raise
   // SIGPIPE and kill the process. Ignored, the write fails and the request is cancelled.
   signal(SIGPIPE, SIG_IGN);
@@ -169,6 +178,12 @@ void HttpServer::RegisterRoutes() {
 }
 
 absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
+  if (!server_->is_valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HTTPS: cannot use --ssl-certfile ", options_.tls.cert_file, " / --ssl-keyfile ",
+        options_.tls.key_file, options_.tls.verify_clients() ? " / --ssl-ca-certs " : "",
+        options_.tls.ca_file));
+  }
   int bound = port;
   if (port == 0) {
     bound = server_->bind_to_any_port(host);

@@ -15,6 +15,7 @@
 #include "server/generation_backend.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
+#include "server/tls_options.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,7 @@ struct HttpServerOptions {
   // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.
   ApiKeys api_keys = {};
   bool open_metrics = false;
+  TlsOptions tls = {};  // enabled: HTTPS only (and client certificates with a CA)
 };
 
 class HttpServer {

@@ -77,6 +77,10 @@ then the process exits 0.
                                UNAUTHENTICATED otherwise. /health and /ready stay open
   --api-key-file PATH          more keys, one a line ('#' comments); with --api-key, both count
   --open-metrics               /metrics without a key (for a scraper inside the network)
+  --ssl-certfile PATH          serve HTTPS and gRPC over TLS with this certificate (PEM; a
+  --ssl-keyfile PATH           chain after the server's own) and its unencrypted key
+  --ssl-ca-certs PATH          also require client certificates signed by these CAs (mutual
+                               TLS); /health and /ready too, so probes need one
   --max-prompt-tokens N        longer prompts are rejected with 413 (default: the model's
                                context (max_position_embeddings, else 1048576), and at most
                                32768 on the CPU, where longer prompts take minutes)
@@ -202,10 +206,27 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const 
 
 absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
-  known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
-                "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
-                "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
-                "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"tokenizer",
+                "served-model-name",
+                "host",
+                "http-port",
+                "http-threads",
+                "slots",
+                "max-waiting",
+                "prefill-token-budget",
+                "max-prompt-tokens",
+                "max-tokens-limit",
+                "max-solver-iterations",
+                "drain-seconds",
+                "grpc-port",
+                "kv-blocks",
+                "kv-cache-memory",
+                "api-key",
+                "api-key-file",
+                "open-metrics",
+                "ssl-certfile",
+                "ssl-keyfile",
+                "ssl-ca-certs"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"open-metrics"}));
   const sigset_t shutdown_signals = BlockShutdownSignals();
@@ -248,6 +269,15 @@ absl::Status Serve(int argc, char** argv) {
   ASSIGN_OR_RETURN(http_options.api_keys,
                    ApiKeys::Load(args.StringOr("api-key", ""), args.StringOr("api-key-file", "")));
   http_options.open_metrics = args.Has("open-metrics");
+  ASSIGN_OR_RETURN(http_options.tls, LoadTlsOptions(args.StringOr("ssl-certfile", ""),
+                                                    args.StringOr("ssl-keyfile", ""),
+                                                    args.StringOr("ssl-ca-certs", "")));
+  if (http_options.tls.enabled()) {
+    Log(LogLevel::kInfo, "TLS: certificate ", http_options.tls.cert_file,
+        http_options.tls.verify_clients()
+            ? absl::StrCat("; clients need a certificate signed by ", http_options.tls.ca_file)
+            : std::string());
+  }
   if (http_options.api_keys.enabled()) {
     Log(LogLevel::kInfo, "API keys: ", http_options.api_keys.size(),
         " (HTTP 'Authorization: Bearer', gRPC 'authorization' metadata); /health and /ready are "
@@ -301,14 +331,15 @@ absl::Status Serve(int argc, char** argv) {
     ASSIGN_OR_RETURN(grpc, GrpcServer::Start(engine.get(), tokenizer.tokenizer.get(),
                                              {.address = absl::StrCat(host, ":", grpc_port),
                                               .model_name = http_options.model_id,
-                                              .api_keys = http_options.api_keys}));
+                                              .api_keys = http_options.api_keys,
+                                              .tls = http_options.tls}));
   }
 #endif
   std::thread http_thread([&http] { http.Run(); });
 
-  Log(LogLevel::kInfo, "serving model '", http_options.model_id, "' on http://", host, ":",
-      bound_port, ": ", engine_options.max_slots, " slots x ",
-      model_backend->state_bytes_per_slot(),
+  Log(LogLevel::kInfo, "serving model '", http_options.model_id, "' on ",
+      http_options.tls.enabled() ? "https://" : "http://", host, ":", bound_port, ": ",
+      engine_options.max_slots, " slots x ", model_backend->state_bytes_per_slot(),
       " state bytes = ", engine_options.max_slots * model_backend->state_bytes_per_slot(),
       " bytes, queue ", engine_options.max_waiting, ", prefill budget ",
       engine_options.prefill_token_budget, " tokens/step, default solver tolerance ",

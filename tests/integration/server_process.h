@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -26,11 +27,20 @@ namespace ridge::testing {
 class ServerProcess {
  public:
   // Starts `binary serve ARGS... --http-port 0` with its output in `log`; returns null (and
-  // the log in *error) when it does not become ready within `timeout`.
+  // the log in *error) when it does not become ready within `timeout`. `ready` asks the server
+  // on its port (default: plain HTTP GET /ready answers 200).
   static std::unique_ptr<ServerProcess> Start(
       const std::string& binary, const std::vector<std::string>& args,
       const std::filesystem::path& log, std::string* error,
-      std::chrono::seconds timeout = std::chrono::seconds(60)) {
+      std::chrono::seconds timeout = std::chrono::seconds(60),
+      std::function<bool(int port)> ready = nullptr) {
+    if (!ready) {
+      ready = [](int port) {
+        httplib::Client client("127.0.0.1", port);
+        auto answer = client.Get("/ready");
+        return answer && answer->status == 200;
+      };
+    }
     std::vector<std::string> argv_strings = {binary, "serve"};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
     argv_strings.insert(argv_strings.end(), {"--http-port", "0", "--host", "127.0.0.1"});
@@ -47,18 +57,14 @@ class ServerProcess {
     }
     auto server = std::unique_ptr<ServerProcess>(new ServerProcess(pid, log));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    const std::regex serving("serving model '[^']*' on http://[0-9.]+:([0-9]+)");
+    const std::regex serving("serving model '[^']*' on https?://[0-9.]+:([0-9]+)");
     while (std::chrono::steady_clock::now() < deadline) {
       std::smatch m;
       const std::string text = server->Log();
       if (server->port_ == 0 && std::regex_search(text, m, serving)) {
         server->port_ = std::stoi(m[1]);
       }
-      if (server->port_ != 0) {
-        httplib::Client client("127.0.0.1", server->port_);
-        auto ready = client.Get("/ready");
-        if (ready && ready->status == 200) return server;
-      }
+      if (server->port_ != 0 && ready(server->port_)) return server;
       int status;
       if (waitpid(pid, &status, WNOHANG) == pid) {
         server->pid_ = -1;

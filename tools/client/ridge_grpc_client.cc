@@ -9,6 +9,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -39,6 +41,9 @@ constexpr char kUsage[] =
   --solver-max-iterations M CG iteration cap for this request
   --timeout SECONDS         deadline of the call (default 600)
   --api-key KEY             sent as 'authorization: Bearer KEY' metadata (servers with keys)
+  --tls-ca PATH             connect over TLS, trusting the CAs of this PEM file
+  --tls-cert PATH           with --tls-ca: present this client certificate (PEM) and
+  --tls-key PATH            its key, for servers that require one (--ssl-ca-certs)
 )";
 
 const char* FinishName(v1::FinishReason r) {
@@ -88,21 +93,57 @@ void PrintDelta(const v1::GenerateResponse& r, bool have_text) {
   std::fflush(stdout);
 }
 
+absl::StatusOr<std::string> ReadFile(const char* flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": cannot read"));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 absl::Status Run(int argc, char** argv) {
-  ASSIGN_OR_RETURN(
-      CliArgs args,
-      CliArgs::Parse(argc, argv,
-                     {"address", "prompt", "prompt-ids", "info", "stream", "max-tokens",
-                      "temperature", "top-p", "top-k", "min-p", "seed", "stop", "solver-tolerance",
-                      "solver-max-iterations", "timeout", "api-key", "help"},
-                     {"info", "stream", "help"}));
+  ASSIGN_OR_RETURN(CliArgs args, CliArgs::Parse(argc, argv,
+                                                {"address",
+                                                 "prompt",
+                                                 "prompt-ids",
+                                                 "info",
+                                                 "stream",
+                                                 "max-tokens",
+                                                 "temperature",
+                                                 "top-p",
+                                                 "top-k",
+                                                 "min-p",
+                                                 "seed",
+                                                 "stop",
+                                                 "solver-tolerance",
+                                                 "solver-max-iterations",
+                                                 "timeout",
+                                                 "api-key",
+                                                 "tls-ca",
+                                                 "tls-cert",
+                                                 "tls-key",
+                                                 "help"},
+                                                {"info", "stream", "help"}));
   if (args.Has("help")) {
     std::fputs(kUsage, stdout);
     return absl::OkStatus();
   }
   const std::string address = args.StringOr("address", "127.0.0.1:9000");
   ASSIGN_OR_RETURN(const double timeout, args.Double("timeout", 600));
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (args.Has("tls-ca")) {
+    grpc::SslCredentialsOptions ssl;
+    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile("tls-ca", args.StringOr("tls-ca", "")));
+    if (args.Has("tls-cert") != args.Has("tls-key")) {
+      return absl::InvalidArgumentError("--tls-cert and --tls-key: give both or neither");
+    }
+    if (args.Has("tls-cert")) {
+      ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadFile("tls-cert", args.StringOr("tls-cert", "")));
+      ASSIGN_OR_RETURN(ssl.pem_private_key, ReadFile("tls-key", args.StringOr("tls-key", "")));
+    }
+    credentials = grpc::SslCredentials(ssl);
+  } else if (args.Has("tls-cert") || args.Has("tls-key")) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key need --tls-ca");
+  }
+  auto channel = grpc::CreateChannel(address, credentials);
   auto stub = v1::Generation::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
