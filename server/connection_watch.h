@@ -1,0 +1,30 @@
+// Whether the client of an HTTP request is still there. cpp-httplib (0.11, Debian 12) tells a
+// handler nothing about its connection but the peer's address and port, and a non-streaming
+// handler writes nothing until the answer is ready, so a client that hung up went unnoticed and
+// its request ran to the end. ConnectionWatch finds the request's socket among the process's
+// open descriptors by its peer address and then polls it: the peer's FIN or a reset means the
+// client is gone. The socket stays open (cpp-httplib closes it only after the handler returns),
+// so its descriptor cannot be reused meanwhile.
+#pragma once
+
+#include <string>
+
+namespace ridge {
+
+class ConnectionWatch {
+ public:
+  // The connected TCP socket of this process whose peer is remote_addr:remote_port (IPv4 or
+  // IPv6 text, as cpp-httplib gives it); a watch that never reports the client gone when there
+  // is none.
+  static ConnectionWatch ForPeer(const std::string& remote_addr, int remote_port);
+
+  bool found() const { return fd_ >= 0; }
+  // True once the peer closed its side or reset the connection (data still unread, such as a
+  // pipelined next request, does not count).
+  bool ClientGone() const;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace ridge
