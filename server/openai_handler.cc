@@ -205,7 +205,7 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
                         "cannot be used: the tokenizer has no chat template "
                         "(tokenizer_config.json \"chat_template\"); use /v1/completions");
     }
-    auto text = chat_template_->Apply(api.messages, /*add_generation_prompt=*/true);
+    auto text = chat_template_->Render(api.chat.render);
     if (!text.ok()) return WithParam(text.status(), param);
     // The template already wrote the special tokens it wants (BOS included).
     auto encoded = tokenizer_->Encode(*text, /*add_special_tokens=*/false);
@@ -236,13 +236,13 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
-  nlohmann::json parsed;
+  nlohmann::ordered_json parsed;
   try {
-    parsed = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::out_of_range& e) {  // e.g. a number beyond a double: 1e400
+    parsed = nlohmann::ordered_json::parse(body);
+  } catch (const nlohmann::ordered_json::out_of_range& e) {  // e.g. a number beyond a double: 1e400
     return absl::InvalidArgumentError(absl::StrCat("the request body holds a value out of range (",
                                                    e.what(), "); send a JSON object"));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::ordered_json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the request body is not valid JSON (or not UTF-8): ", e.what(), "; send a JSON object"));
   }

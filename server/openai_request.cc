@@ -10,7 +10,7 @@
 namespace ridge {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The field's value, or nullptr when it is absent or null.
 const json* Field(const json& body, const std::string& name) {
@@ -142,71 +142,6 @@ absl::Status ReadPrompt(const json& body, const RequestLimits& limits, OpenAiReq
     ASSIGN_OR_RETURN(out->prompt_ids, ReadIds(only, "prompt", limits.vocab_size));
   } else {
     return FieldError("prompt", absl::StrCat(kForms, ", got ", Describe(*v)));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadContent(const json& content, size_t index) {
-  const std::string where = absl::StrCat("messages[", index, "].content");
-  if (content.is_null()) {
-    return WithParam(absl::InvalidArgumentError(absl::StrCat(
-                         where,
-                         " is missing or null: give the message's text (tool calls are "
-                         "not supported)")),
-                     "messages");
-  }
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    return WithParam(
-        absl::InvalidArgumentError(absl::StrCat(
-            where, " must be a string or an array of text parts, got ", Describe(content))),
-        "messages");
-  }
-  std::string text;
-  for (size_t j = 0; j < content.size(); ++j) {
-    const json& part = content[j];
-    const json* type = part.is_object() ? Field(part, "type") : nullptr;
-    const json* part_text = part.is_object() ? Field(part, "text") : nullptr;
-    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text" ||
-        part_text == nullptr || !part_text->is_string()) {
-      return WithParam(absl::InvalidArgumentError(absl::StrCat(
-                           where, "[", j,
-                           "] must be {\"type\": \"text\", \"text\": \"...\"}: only text parts are "
-                           "supported, got ",
-                           Describe(part))),
-                       "messages");
-    }
-    text += part_text->get<std::string>();
-  }
-  return text;
-}
-
-absl::Status ReadMessages(const json& body, OpenAiRequest* out) {
-  const json* v = Field(body, "messages");
-  if (v == nullptr) return FieldError("messages", "is required");
-  if (!v->is_array() || v->empty()) {
-    return FieldError("messages", absl::StrCat("must be a non-empty array of {role, content} "
-                                               "objects, got ",
-                                               Describe(*v)));
-  }
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
-    const json* role = m.is_object() ? Field(m, "role") : nullptr;
-    if (role == nullptr || !role->is_string() || role->get<std::string>().empty()) {
-      return WithParam(absl::InvalidArgumentError(
-                           absl::StrCat("messages[", i, "].role must be a non-empty string")),
-                       "messages");
-    }
-    const std::string name = role->get<std::string>();
-    if (name != "system" && name != "user" && name != "assistant") {
-      return WithParam(absl::InvalidArgumentError(
-                           absl::StrCat("messages[", i, "].role is '", name,
-                                        "'; the roles supported are system, user and assistant")),
-                       "messages");
-    }
-    const auto content = m.find("content");
-    ASSIGN_OR_RETURN(std::string text, ReadContent(content == m.end() ? json() : *content, i));
-    out->messages.push_back({role->get<std::string>(), std::move(text)});
   }
   return absl::OkStatus();
 }
@@ -349,9 +284,6 @@ absl::Status ReadUnsupported(const json& body, ApiKind kind) {
                         "yet); leave it out");
     }
   }
-  if (const json* v = Field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) {
-    return FieldError("tools", "are not supported yet; leave them out");
-  }
   return absl::OkStatus();
 }
 
@@ -409,7 +341,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   if (kind == ApiKind::kCompletion) {
     RETURN_IF_ERROR(ReadPrompt(body, limits, &out));
   } else {
-    RETURN_IF_ERROR(ReadMessages(body, &out));
+    RETURN_IF_ERROR(ReadChatFields(body, &out.chat));
   }
   RETURN_IF_ERROR(ReadUnsupported(body, kind));
   RETURN_IF_ERROR(ReadSampling(body, limits, &out));
@@ -418,6 +350,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   RETURN_IF_ERROR(ReadStreaming(body, &out));
   RETURN_IF_ERROR(ReadExtensions(body, limits, &out));
   return out;
+}
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, ApiKind kind,
+                                                 const RequestLimits& limits) {
+  return ParseOpenAiRequest(json(body), kind, limits);
 }
 
 }  // namespace ridge

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "sampling/sampling_params.h"
-#include "tokenizer/chat_template.h"
+#include "server/chat_request.h"
 
 namespace ridge {
 
@@ -36,11 +36,11 @@ struct OpenAiRequest {
   // Exactly one prompt form is set: text, token ids (completions), or messages (chat).
   std::optional<std::string> prompt_text;
   std::optional<std::vector<int32_t>> prompt_ids;
-  std::vector<ChatMessage> messages;
+  ChatFields chat;  // messages, tools, tool_choice, template switches
 
   SamplingParams sampling;
   bool max_tokens_defaulted = false;  // the body named no max_tokens (max_completion_tokens)
-  std::vector<std::string> stop;  // matched on the decoded text
+  std::vector<std::string> stop;      // matched on the decoded text
   std::optional<float> solver_tolerance;
   std::optional<int32_t> solver_max_iterations;
 
@@ -53,6 +53,9 @@ struct OpenAiRequest {
   bool return_token_ids = false;          // extension: add "token_ids" to each choice
 };
 
+// Object keys keep the client's order (tools and arguments reach the template as sent).
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::ordered_json& body, ApiKind kind,
+                                                 const RequestLimits& limits);
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, ApiKind kind,
                                                  const RequestLimits& limits);
 

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,9 @@ then the process exits 0.
   --tokenizer DIR              folder with tokenizer.json [+ tokenizer_config.json for the chat
                                template] (default: the model folder; without one, only prompts
                                given as token ids are accepted and responses carry token ids)
+  --chat-template FILE         Jinja chat template to use instead of the tokenizer's (a
+                               template the server cannot run stops the start-up, naming its
+                               line and column)
   --served-model-name NAME     the id clients pass as "model" (default: the model folder's name)
   --host ADDR                  address to listen on (default 127.0.0.1; 0.0.0.0 for all)
   --http-port N                HTTP port (default 8000; 0 picks a free port, logged at start)
@@ -132,22 +137,44 @@ absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model
         "the tokenizer in ", dir.string(), " has ", out.tokenizer->vocab_size(),
         " ids but the model's vocabulary is ", model_vocab, ": they do not belong together"));
   }
-  const auto& templates = out.tokenizer->config().chat_templates;
-  const NamedChatTemplate* chosen = nullptr;
-  for (const auto& t : templates) {
-    if (chosen == nullptr || t.name == "default") chosen = &t;
-  }
-  if (chosen == nullptr) {
-    Log(LogLevel::kWarning, "the tokenizer has no chat template: /v1/chat/completions answers 400");
-  } else if (auto parsed = ChatTemplate::FromSource(chosen->name, chosen->source); parsed.ok()) {
-    out.chat_template = std::make_unique<ChatTemplate>(*std::move(parsed));
+  // --chat-template FILE replaces the checkpoint's template. Either way a template the
+  // interpreter cannot run stops the start-up here, with its line and column.
+  const ChatSpecialTokens special_tokens = ChatSpecialTokens::FromConfig(out.tokenizer->config());
+  std::string template_origin;
+  if (args.Has("chat-template")) {
+    const std::string path = args.StringOr("chat-template", "");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("--chat-template ", path, ": cannot read"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    ASSIGN_OR_RETURN(ChatTemplate parsed,
+                     ChatTemplate::FromSource(path, text.str(), special_tokens));
+    out.chat_template = std::make_unique<ChatTemplate>(std::move(parsed));
+    template_origin = path;
   } else {
-    Log(LogLevel::kWarning, "chat template not usable, /v1/chat/completions answers 400: ",
-        std::string(parsed.status().message()));
+    const NamedChatTemplate* chosen = nullptr;
+    for (const auto& t : out.tokenizer->config().chat_templates) {
+      if (chosen == nullptr || t.name == "default") chosen = &t;
+    }
+    if (chosen == nullptr) {
+      Log(LogLevel::kWarning,
+          "the tokenizer has no chat template: /v1/chat/completions answers 400 (pass "
+          "--chat-template FILE to give one)");
+    } else {
+      auto parsed = ChatTemplate::FromSource(chosen->name, chosen->source, special_tokens);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokenizer_config.json in ", dir.string(), ": ", std::string(parsed.status().message()),
+            " (pass --chat-template FILE to use another template)"));
+      }
+      out.chat_template = std::make_unique<ChatTemplate>(*std::move(parsed));
+      template_origin = absl::StrCat("'", chosen->name, "' of tokenizer_config.json");
+    }
   }
   Log(LogLevel::kInfo, "tokenizer from ", dir.string(), ": ", out.tokenizer->vocab_size(),
-      " ids, chat template ",
-      out.chat_template ? std::string(out.chat_template->format()) : std::string("none"));
+      " ids, chat template ", out.chat_template ? template_origin : std::string("none"));
   return out;
 }
 
@@ -198,10 +225,10 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const 
 
 absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
-  known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
-                "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
-                "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
-                "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"tokenizer", "chat-template", "served-model-name", "host", "http-port",
+                "http-threads", "slots", "max-waiting", "prefill-token-budget", "max-prompt-tokens",
+                "max-tokens-limit", "max-solver-iterations", "drain-seconds", "grpc-port",
+                "kv-blocks", "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"open-metrics"}));
   const sigset_t shutdown_signals = BlockShutdownSignals();
