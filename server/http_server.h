@@ -37,6 +37,8 @@ struct HttpServerOptions {
   // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.
   ApiKeys api_keys = {};
   bool open_metrics = false;
+  // "qwen3": chat replies split <think>...</think> into reasoning_content; empty: off.
+  std::string reasoning_parser;
 };
 
 class HttpServer {

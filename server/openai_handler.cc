@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "server/api_error.h"
+#include "server/chat_output_parser.h"
 #include "server/event_queue.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
@@ -114,18 +116,43 @@ void Append(OutputDelta& all, OutputDelta delta) {
                       std::make_move_iterator(delta.logprobs.end()));
 }
 
-ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const std::string& model,
+ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const HttpServerOptions& server,
                                         const Tokenizer* tokenizer) {
   ResponseBuilder::Options o;
   o.kind = api.kind;
   o.id = ResponseBuilder::NewId(api.kind);
   o.created = static_cast<int64_t>(std::time(nullptr));
-  o.model = model;
+  o.model = server.model_id;
+  o.reasoning = api.kind == ApiKind::kChat && !server.reasoning_parser.empty();
   o.tokenizer = tokenizer;
   o.logprobs = api.logprobs;
   o.include_usage = api.include_usage;
   o.return_token_ids = api.return_token_ids || tokenizer == nullptr;
   return o;
+}
+
+// The parser a chat request's output goes through, or none: reasoning with --reasoning-parser,
+// tool calls when the request offers tools and does not say tool_choice "none".
+std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
+                                                const HttpServerOptions& options) {
+  if (api.kind != ApiKind::kChat) return std::nullopt;
+  ChatOutputParser::Options o;
+  o.reasoning = !options.reasoning_parser.empty();
+  o.tool_calls = api.chat.has_tools && api.chat.tool_choice.mode != ToolChoice::Mode::kNone;
+  if (!o.reasoning && !o.tool_calls) return std::nullopt;
+  return ChatOutputParser(o);
+}
+
+// "stop" becomes "tool_calls" when the model called tools, as OpenAI reports it.
+std::string FinishReasonWithTools(const std::string& reason,
+                                  const std::optional<ChatOutputParser>& parser) {
+  return reason == "stop" && parser && parser->tool_calls_emitted() > 0 ? "tool_calls" : reason;
+}
+
+void AppendChat(ChatDelta& all, ChatDelta delta) {
+  all.content += delta.content;
+  all.reasoning += delta.reasoning;
+  for (ParsedToolCall& call : delta.tool_calls) all.tool_calls.push_back(std::move(call));
 }
 
 // Everything a streaming response needs after the handler returns; owned by httplib's content
@@ -148,6 +175,7 @@ struct StreamState {
   Collector collector;
   bool include_usage;
   ResponseBuilder builder;
+  std::optional<ChatOutputParser> parser;  // chat: reasoning and tool calls
   bool wants_tokens = false;  // logprobs or token ids: emit chunks even without new text
   bool done = false;
   ActiveRequests::Guard guard;
@@ -159,12 +187,20 @@ std::string StreamBytes(StreamState& state, const std::vector<RequestEvent>& eve
   for (const RequestEvent& event : events) {
     if (state.collector.finished()) break;
     const OutputDelta delta = state.collector.Consume(event);
-    if (!delta.text.empty() || (state.wants_tokens && !delta.tokens.empty())) {
+    const bool tokens = state.wants_tokens && !delta.tokens.empty();
+    if (state.parser) {
+      ChatDelta parsed = state.parser->Add(delta.text);
+      if (state.collector.finished() && state.collector.status().ok()) {
+        AppendChat(parsed, state.parser->Finish());
+      }
+      if (!parsed.empty() || tokens) out += SseEvent(state.builder.Chunk(delta, &parsed));
+    } else if (!delta.text.empty() || tokens) {
       out += SseEvent(state.builder.Chunk(delta));
     }
     if (!state.collector.finished()) continue;
     if (state.collector.status().ok()) {
-      out += SseEvent(state.builder.FinalChunk(state.collector.finish_reason()));
+      out += SseEvent(state.builder.FinalChunk(
+          FinishReasonWithTools(state.collector.finish_reason(), state.parser)));
       if (state.include_usage) out += SseEvent(state.builder.UsageChunk(state.collector.usage()));
     } else {
       out += SseEvent(ErrorBody(state.collector.status()));
@@ -311,16 +347,27 @@ void OpenAiHandler::Reply(const Prepared& prepared, RequestId id,
     for (const RequestEvent& event : queue->Wait(kPoll)) Append(all, collector.Consume(event));
   }
   if (!collector.status().ok()) return Fail(collector.status(), response);
-  ResponseBuilder builder(BuilderOptions(prepared.api, options_->model_id, tokenizer_));
-  response.set_content(Dump(builder.Full(all, collector.finish_reason(), collector.usage())),
-                       "application/json");
+  ResponseBuilder builder(BuilderOptions(prepared.api, *options_, tokenizer_));
+  std::optional<ChatOutputParser> parser = OutputParserFor(prepared.api, *options_);
+  if (!parser) {
+    response.set_content(Dump(builder.Full(all, collector.finish_reason(), collector.usage())),
+                         "application/json");
+    return;
+  }
+  ChatDelta parsed = parser->Add(all.text);
+  AppendChat(parsed, parser->Finish());
+  response.set_content(
+      Dump(builder.Full(all, FinishReasonWithTools(collector.finish_reason(), parser),
+                        collector.usage(), &parsed)),
+      "application/json");
 }
 
 void OpenAiHandler::Stream(Prepared prepared, RequestId id, std::shared_ptr<EventQueue> queue,
                            httplib::Response& response) {
-  auto state = std::make_shared<StreamState>(
-      backend_, id, std::move(queue), tokenizer_, prepared.api.stop,
-      BuilderOptions(prepared.api, options_->model_id, tokenizer_), active_);
+  auto state =
+      std::make_shared<StreamState>(backend_, id, std::move(queue), tokenizer_, prepared.api.stop,
+                                    BuilderOptions(prepared.api, *options_, tokenizer_), active_);
+  state->parser = OutputParserFor(prepared.api, *options_);
   state->wants_tokens =
       prepared.api.logprobs || prepared.api.return_token_ids || tokenizer_ == nullptr;
   response.set_header("Cache-Control", "no-cache");

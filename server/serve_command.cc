@@ -47,6 +47,8 @@ then the process exits 0.
   --chat-template FILE         Jinja chat template to use instead of the tokenizer's (a
                                template the server cannot run stops the start-up, naming its
                                line and column)
+  --reasoning-parser qwen3     chat replies carry the model's <think>...</think> text as
+                               reasoning_content (streamed too), the rest as content
   --served-model-name NAME     the id clients pass as "model" (default: the model folder's name)
   --host ADDR                  address to listen on (default 127.0.0.1; 0.0.0.0 for all)
   --http-port N                HTTP port (default 8000; 0 picks a free port, logged at start)
@@ -225,10 +227,11 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const 
 
 absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
-  known.insert({"tokenizer", "chat-template", "served-model-name", "host", "http-port",
-                "http-threads", "slots", "max-waiting", "prefill-token-budget", "max-prompt-tokens",
-                "max-tokens-limit", "max-solver-iterations", "drain-seconds", "grpc-port",
-                "kv-blocks", "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
+                "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
+                "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
+                "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"chat-template", "reasoning-parser"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"open-metrics"}));
   const sigset_t shutdown_signals = BlockShutdownSignals();
@@ -248,6 +251,11 @@ absl::Status Serve(int argc, char** argv) {
   if (!(drain_seconds >= 0 && drain_seconds <= 86400)) {
     return absl::InvalidArgumentError("--drain-seconds must be 0 to 86400");
   }
+  const std::string reasoning_parser = args.StringOr("reasoning-parser", "");
+  if (!reasoning_parser.empty() && reasoning_parser != "qwen3") {
+    return absl::InvalidArgumentError(absl::StrCat("--reasoning-parser ", reasoning_parser,
+                                                   ": the only reasoning parser is qwen3"));
+  }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   const ModelSpec spec = model->spec();  // a copy: the model may be released below
   ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, spec));
@@ -260,6 +268,7 @@ absl::Status Serve(int argc, char** argv) {
   std::filesystem::path model_dir = std::filesystem::weakly_canonical(args.StringOr("model", ""));
   if (model_dir.filename().empty()) model_dir = model_dir.parent_path();  // "dir/"
   http_options.model_id = args.StringOr("served-model-name", model_dir.filename().string());
+  http_options.reasoning_parser = reasoning_parser;
   http_options.limits.vocab_size = static_cast<int32_t>(spec.vocab_size);
   http_options.limits.max_new_tokens = static_cast<int32_t>(engine_options.max_new_tokens);
   http_options.limits.max_solver_iterations = engine_options.max_solver_iterations;
