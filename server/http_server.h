@@ -15,6 +15,7 @@
 #include "server/generation_backend.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
+#include "server/tokenize_handler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -80,6 +81,7 @@ class HttpServer {
   int listen_fd_ = -1;  // the listening socket, to raise cpp-httplib's backlog of 5
   ActiveRequests active_;
   std::unique_ptr<OpenAiHandler> openai_;
+  TokenizeContext tokenize_;  // /tokenize and /detokenize
   std::unique_ptr<httplib::Server> server_;
 };
 

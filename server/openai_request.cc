@@ -250,23 +250,18 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
   return ReadStopTokenIds(body, limits, out);
 }
 
-absl::Status ReadUnsupported(const json& body, ApiKind kind) {
+absl::Status ReadUnsupported(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  const ApiKind kind = out->kind;
   std::optional<int64_t> n;
-  if (const json* v = Field(body, "n")) {
-    if (!v->is_number_integer() || v->get<int64_t>() != 1) {
-      return FieldError(
-          "n", absl::StrCat("must be 1: one choice per request is supported, got ", Describe(*v)));
-    }
-  }
+  RETURN_IF_ERROR(ReadInt(body, "n", 1, limits.max_choices, &n));
+  out->n = static_cast<int32_t>(n.value_or(1));
   if (kind == ApiKind::kCompletion) {
     if (const json* v = Field(body, "best_of")) {
       if (!v->is_number_integer() || v->get<int64_t>() != 1) {
         return FieldError("best_of", absl::StrCat("must be 1, got ", Describe(*v)));
       }
     }
-    bool echo = false;
-    RETURN_IF_ERROR(ReadBool(body, "echo", &echo));
-    if (echo) return FieldError("echo", "is not supported; send false or leave it out");
+    RETURN_IF_ERROR(ReadBool(body, "echo", &out->echo));
     if (const json* v = Field(body, "suffix");
         v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
       return FieldError("suffix", "is not supported (no insertion mode); leave it out");
@@ -343,12 +338,16 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   } else {
     RETURN_IF_ERROR(ReadChatFields(body, &out.chat));
   }
-  RETURN_IF_ERROR(ReadUnsupported(body, kind));
+  RETURN_IF_ERROR(ReadUnsupported(body, limits, &out));
   RETURN_IF_ERROR(ReadSampling(body, limits, &out));
   RETURN_IF_ERROR(ReadStop(body, limits, &out));
   RETURN_IF_ERROR(ReadLogprobs(body, limits, &out));
   RETURN_IF_ERROR(ReadStreaming(body, &out));
   RETURN_IF_ERROR(ReadExtensions(body, limits, &out));
+  RETURN_IF_ERROR(ReadBool(body, "include_stop_str_in_output", &out.include_stop_str_in_output));
+  if (out.echo && out.logprobs) {
+    return FieldError("echo", "cannot be combined with logprobs (no prompt logprobs here)");
+  }
   return out;
 }
 

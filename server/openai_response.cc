@@ -110,7 +110,7 @@ json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs) {
 }
 
 json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat) {
     json d = json::object();
     if (!role_sent_) d["role"] = "assistant";
@@ -144,7 +144,7 @@ json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed) {
 }
 
 json ResponseBuilder::FinalChunk(const std::string& finish_reason) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat) {
     choice["delta"] = json::object();
     if (!role_sent_) choice["delta"]["role"] = "assistant";
@@ -169,7 +169,7 @@ json ResponseBuilder::UsageChunk(json usage) const {
 
 json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_reason, json usage,
                            const ChatDelta* parsed) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat && parsed != nullptr) {
     json message = {{"role", "assistant"}};
     const bool blank = parsed->content.find_first_not_of(" \t\r\n") == std::string::npos;

@@ -36,6 +36,7 @@ class ResponseBuilder {
     bool include_usage = false;  // streams: every chunk carries "usage": null
     bool return_token_ids = false;
     bool reasoning = false;  // chat with a reasoning parser: messages carry reasoning_content
+    int choice_index = 0;    // "index" of the choice this builder writes (n > 1)
   };
   explicit ResponseBuilder(Options options) : options_(std::move(options)) {}
 

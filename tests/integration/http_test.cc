@@ -267,7 +267,7 @@ TEST_F(HttpIntegrationTest, InvalidFieldsAreRejectedWithTheirName) {
       {{{"prompt", "x"}, {"temperature", -1}}, 400, "temperature"},
       {{{"prompt", "x"}, {"top_p", 0}}, 400, "top_p"},
       {{{"prompt", "x"}, {"max_tokens", "ten"}}, 400, "max_tokens"},
-      {{{"prompt", "x"}, {"n", 2}}, 400, "n"},
+      {{{"prompt", "x"}, {"n", 0}}, 400, "n"},
       {{{"prompt", "x"}, {"stop", {1}}}, 400, "stop"},
       {{{"prompt", "x"}, {"solver_tolerance", 5}}, 400, "solver_tolerance"},
       {{{"prompt", "x"}, {"solver_max_iterations", 1001}}, 400, "solver_max_iterations"},

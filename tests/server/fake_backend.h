@@ -32,6 +32,7 @@ class FakeBackend final : public GenerationBackend {
     std::lock_guard<std::mutex> lock(mutex_);
     const RequestId id = next_id_++;
     last_request = request;
+    all_requests.push_back(request);
     ++running_;
     threads_.emplace_back([this, id, request, sink] { Generate(id, request, sink); });
     return id;
@@ -56,7 +57,8 @@ class FakeBackend final : public GenerationBackend {
   std::atomic<int> cancels{0};
   std::atomic<int> stop_string_cancels{0};
   EngineRequest last_request;
-  std::string script = kScript;  // set before the first request
+  std::vector<EngineRequest> all_requests;  // every Submit, in order
+  std::string script = kScript;             // set before the first request
   FinishReason finish_reason = FinishReason::kLength;
 
  private:
