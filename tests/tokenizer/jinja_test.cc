@@ -3,6 +3,10 @@
 // column, runtime errors, and the limits that keep a hostile template from hanging the server.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -229,6 +233,63 @@ TEST(JinjaTest, WhitespaceControlAsTransformers) {
   EXPECT_EQ(*Render("a  {{- ' b ' -}}  c"), "a b c");
   EXPECT_EQ(*Render("a\r\nb\n\n"), "a\nb\n");
   EXPECT_EQ(*Render("{{ {'k': {'j': 1}} }}"), "{'k': {'j': 1}}");
+}
+
+// Corrupted real templates (bytes replaced, inserted, deleted; deterministic) must parse or fail
+// cleanly, and render or fail cleanly within the limits: never crash or hang. Run under
+// ASan/UBSan by scripts/sanitizer_tests.sh.
+TEST(JinjaTest, CorruptedTemplatesFailCleanly) {
+  const std::filesystem::path dir = std::filesystem::path(RIDGE_TEST_DATA_DIR) / "chat_templates";
+  const Value context = Value::FromJson(nlohmann::ordered_json::parse(R"({
+      "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                   {"role": "assistant", "content": "<think>r</think>a",
+                    "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]},
+                   {"role": "tool", "content": "t"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}],
+      "add_generation_prompt": true, "bos_token": "<s>", "eos_token": "</s>"})"));
+  RenderLimits limits;
+  limits.max_output_bytes = 1 << 16;
+  limits.max_loop_iterations = 10000;
+  std::mt19937 rng(30);
+  const std::string alphabet = "{}%#-+()[]|.,:'\"~ \nabcdefgnotinisif";
+  int parsed = 0, rendered = 0;
+  for (const char* file :
+       {"qwen3.jinja", "llama3.1.jinja", "mistral-nemo.jinja", "smollm3.jinja"}) {
+    std::ifstream in(dir / file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string source = ss.str();
+    ASSERT_FALSE(source.empty()) << file;
+    for (int round = 0; round < 300; ++round) {
+      std::string mutated = source;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) {
+        const size_t at = rng() % mutated.size();
+        const char c = alphabet[rng() % alphabet.size()];
+        switch (rng() % 3) {
+          case 0:
+            mutated[at] = c;
+            break;
+          case 1:
+            mutated.insert(mutated.begin() + static_cast<std::ptrdiff_t>(at), c);
+            break;
+          default:
+            mutated.erase(at, 1 + rng() % 8);
+            break;
+        }
+      }
+      absl::StatusOr<Template> t = Template::Parse(mutated);
+      if (!t.ok()) {
+        EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+        continue;
+      }
+      ++parsed;
+      absl::StatusOr<std::string> out = t->Render(context, limits);
+      if (out.ok()) ++rendered;
+    }
+  }
+  EXPECT_GT(parsed, 100);
+  EXPECT_GT(rendered, 50);
 }
 
 }  // namespace
