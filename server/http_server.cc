@@ -52,6 +52,7 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
       options_(std::move(options)),
       openai_(std::make_unique<OpenAiHandler>(backend, tokenizer, chat_template, metrics, &options_,
                                               &active_, &cancel_all_)),
+      tokenize_{tokenizer, chat_template, options_.model_id, options_.max_prompt_tokens},
       server_(MakeServer(options_.tls)) {
   // cpp-httplib sends without MSG_NOSIGNAL: a client that hangs up mid-stream would raise
   // SIGPIPE and kill the process. Ignored, the write fails and the request is cancelled.
@@ -151,13 +152,24 @@ void HttpServer::RegisterRoutes() {
   };
   server_->Post("/v1/completions", generate(ApiKind::kCompletion));
   server_->Post("/v1/chat/completions", generate(ApiKind::kChat));
+  const auto tokenize = [this](bool forward) {
+    return [this, forward](const httplib::Request& request, httplib::Response& response) {
+      auto out = forward ? TokenizeRequest(tokenize_, request.body)
+                         : DetokenizeRequest(tokenize_, request.body);
+      if (!out.ok()) return SendError(response, out.status());
+      SendJson(response, 200, *out);
+    };
+  };
+  server_->Post("/tokenize", tokenize(true));
+  server_->Post("/detokenize", tokenize(false));
   // Routes that exist under another method answer 405 with Allow; others 404; a body over
   // the payload limit 413; each with an OpenAI-style error body.
   server_->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
     static const std::map<std::string, std::string> kAllowed = {
         {"/health", "GET"},    {"/ready", "GET"},           {"/metrics", "GET"},
-        {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}};
+        {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+        {"/tokenize", "POST"}, {"/detokenize", "POST"}};
     if (response.status == 404) {
       if (auto it = kAllowed.find(request.path); it != kAllowed.end()) {
         response.set_header("Allow", it->second);

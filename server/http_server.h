@@ -16,6 +16,7 @@
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
 #include "server/tls_options.h"
+#include "server/tokenize_handler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,6 +40,8 @@ struct HttpServerOptions {
   ApiKeys api_keys = {};
   bool open_metrics = false;
   TlsOptions tls = {};  // enabled: HTTPS only (and client certificates with a CA)
+  // "qwen3": chat replies split <think>...</think> into reasoning_content; empty: off.
+  std::string reasoning_parser;
 };
 
 class HttpServer {
@@ -80,6 +83,7 @@ class HttpServer {
   int listen_fd_ = -1;  // the listening socket, to raise cpp-httplib's backlog of 5
   ActiveRequests active_;
   std::unique_ptr<OpenAiHandler> openai_;
+  TokenizeContext tokenize_;  // /tokenize and /detokenize
   std::unique_ptr<httplib::Server> server_;
 };
 

@@ -4,15 +4,17 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "server/api_error.h"
+#include "server/chat_output_parser.h"
 #include "server/event_queue.h"
 #include "server/http_server.h"
+#include "server/openai_output.h"
 #include "server/openai_response.h"
-#include "server/output_assembler.h"
 #include "server/sse.h"
 
 namespace ridge {
@@ -26,101 +28,14 @@ std::string Dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Folds a request's events into client-visible output; cancels the engine request as soon as a
-// stop string matches (the engine does not know stop strings).
-class Collector {
- public:
-  Collector(GenerationBackend* backend, RequestId id, const Tokenizer* tokenizer,
-            std::vector<std::string> stops)
-      : backend_(backend), id_(id), assembler_(tokenizer, std::move(stops)) {}
-
-  OutputDelta Consume(const RequestEvent& event) {
-    OutputDelta delta;
-    if (finished_) return delta;
-    auto added = assembler_.Add(event);
-    if (!added.ok())
-      return Finish(absl::InternalError(absl::StrCat("could not decode generated tokens: ",
-                                                     std::string(added.status().message()))));
-    delta = *std::move(added);
-    if (assembler_.stopped() && !cancel_sent_) {
-      backend_->Cancel(id_, CancelReason::kStopString);
-      cancel_sent_ = true;
-    }
-    if (!event.finished) return delta;
-    finished_ = true;
-    if (!assembler_.stopped()) {
-      auto tail = assembler_.Finish();
-      if (!tail.ok()) return Finish(tail.status());
-      delta.text += tail->text;
-    }
-    const RequestUsage& u = event.usage;
-    if (assembler_.stopped()) {
-      finish_reason_ = "stop";
-      usage_ = UsageJson(u.prompt_tokens, assembler_.tokens_consumed(), u);
-    } else {
-      if (!event.status.ok()) {
-        status_ =
-            event.status.code() == absl::StatusCode::kDeadlineExceeded
-                ? absl::DeadlineExceededError(absl::StrCat(
-                      "the request's deadline (\"timeout\") passed after ", u.completion_tokens,
-                      " generated tokens: ", std::string(event.status.message())))
-                : event.status;
-      } else if (event.finish_reason == FinishReason::kCancelled ||
-                 event.finish_reason == FinishReason::kError) {
-        status_ = absl::InternalError(
-            absl::StrCat("generation ended early: ", FinishReasonName(event.finish_reason)));
-      }
-      finish_reason_ = OpenAiFinishReason(event.finish_reason);
-      usage_ = UsageJson(u.prompt_tokens, u.completion_tokens, u);
-    }
-    return delta;
-  }
-
-  // Cancels the engine request (once), e.g. when the server stops; its final event follows.
-  void Cancel(CancelReason reason) {
-    if (finished_ || cancel_sent_) return;
-    backend_->Cancel(id_, reason);
-    cancel_sent_ = true;
-  }
-
-  bool finished() const { return finished_; }
-  const absl::Status& status() const { return status_; }
-  const std::string& finish_reason() const { return finish_reason_; }
-  const json& usage() const { return usage_; }
-
- private:
-  OutputDelta Finish(absl::Status status) {
-    if (!finished_ && !cancel_sent_) backend_->Cancel(id_);
-    cancel_sent_ = true;
-    finished_ = true;
-    status_ = std::move(status);
-    return {};
-  }
-
-  GenerationBackend* backend_;
-  RequestId id_;
-  OutputAssembler assembler_;
-  bool finished_ = false;
-  bool cancel_sent_ = false;
-  absl::Status status_;
-  std::string finish_reason_;
-  json usage_;
-};
-
-void Append(OutputDelta& all, OutputDelta delta) {
-  all.text += delta.text;
-  all.tokens.insert(all.tokens.end(), delta.tokens.begin(), delta.tokens.end());
-  all.logprobs.insert(all.logprobs.end(), std::make_move_iterator(delta.logprobs.begin()),
-                      std::make_move_iterator(delta.logprobs.end()));
-}
-
-ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const std::string& model,
+ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const HttpServerOptions& server,
                                         const Tokenizer* tokenizer) {
   ResponseBuilder::Options o;
   o.kind = api.kind;
   o.id = ResponseBuilder::NewId(api.kind);
   o.created = static_cast<int64_t>(std::time(nullptr));
-  o.model = model;
+  o.model = server.model_id;
+  o.reasoning = api.kind == ApiKind::kChat && !server.reasoning_parser.empty();
   o.tokenizer = tokenizer;
   o.logprobs = api.logprobs;
   o.include_usage = api.include_usage;
@@ -128,51 +43,16 @@ ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const std::str
   return o;
 }
 
-// Everything a streaming response needs after the handler returns; owned by httplib's content
-// provider, so it lives until the response is done or the client is gone.
-struct StreamState {
-  StreamState(GenerationBackend* backend, RequestId id, std::shared_ptr<EventQueue> queue,
-              const Tokenizer* tokenizer, std::vector<std::string> stops,
-              ResponseBuilder::Options options, ActiveRequests* active)
-      : backend(backend),
-        id(id),
-        queue(std::move(queue)),
-        collector(backend, id, tokenizer, std::move(stops)),
-        include_usage(options.include_usage),
-        builder(std::move(options)),
-        guard(active) {}
-
-  GenerationBackend* backend;
-  RequestId id;
-  std::shared_ptr<EventQueue> queue;
-  Collector collector;
-  bool include_usage;
-  ResponseBuilder builder;
-  bool wants_tokens = false;  // logprobs or token ids: emit chunks even without new text
-  bool done = false;
-  ActiveRequests::Guard guard;
-};
-
-// The SSE bytes for `events`; sets state.done after the last one.
-std::string StreamBytes(StreamState& state, const std::vector<RequestEvent>& events) {
-  std::string out;
-  for (const RequestEvent& event : events) {
-    if (state.collector.finished()) break;
-    const OutputDelta delta = state.collector.Consume(event);
-    if (!delta.text.empty() || (state.wants_tokens && !delta.tokens.empty())) {
-      out += SseEvent(state.builder.Chunk(delta));
-    }
-    if (!state.collector.finished()) continue;
-    if (state.collector.status().ok()) {
-      out += SseEvent(state.builder.FinalChunk(state.collector.finish_reason()));
-      if (state.include_usage) out += SseEvent(state.builder.UsageChunk(state.collector.usage()));
-    } else {
-      out += SseEvent(ErrorBody(state.collector.status()));
-    }
-    out += kSseDone;
-    state.done = true;
-  }
-  return out;
+// The parser a chat request's output goes through, or none: reasoning with --reasoning-parser,
+// tool calls when the request offers tools and does not say tool_choice "none".
+std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
+                                                const HttpServerOptions& options) {
+  if (api.kind != ApiKind::kChat) return std::nullopt;
+  ChatOutputParser::Options o;
+  o.reasoning = !options.reasoning_parser.empty();
+  o.tool_calls = api.chat.has_tools && api.chat.tool_choice.mode != ToolChoice::Mode::kNone;
+  if (!o.reasoning && !o.tool_calls) return std::nullopt;
+  return ChatOutputParser(o);
 }
 
 }  // namespace
@@ -205,7 +85,7 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
                         "cannot be used: the tokenizer has no chat template "
                         "(tokenizer_config.json \"chat_template\"); use /v1/completions");
     }
-    auto text = chat_template_->Apply(api.messages, /*add_generation_prompt=*/true);
+    auto text = chat_template_->Render(api.chat.render);
     if (!text.ok()) return WithParam(text.status(), param);
     // The template already wrote the special tokens it wants (BOS included).
     auto encoded = tokenizer_->Encode(*text, /*add_special_tokens=*/false);
@@ -236,13 +116,13 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
-  nlohmann::json parsed;
+  nlohmann::ordered_json parsed;
   try {
-    parsed = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::out_of_range& e) {  // e.g. a number beyond a double: 1e400
+    parsed = nlohmann::ordered_json::parse(body);
+  } catch (const nlohmann::ordered_json::out_of_range& e) {  // e.g. a number beyond a double: 1e400
     return absl::InvalidArgumentError(absl::StrCat("the request body holds a value out of range (",
                                                    e.what(), "); send a JSON object"));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::ordered_json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the request body is not valid JSON (or not UTF-8): ", e.what(), "; send a JSON object"));
   }
@@ -255,6 +135,17 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                      "model");
   }
   ASSIGN_OR_RETURN(p.engine.prompt, PromptIds(p.api));
+  if (p.api.echo) {
+    if (p.api.prompt_text) {
+      p.echo_text = *p.api.prompt_text;
+    } else if (tokenizer_ == nullptr) {
+      return FieldError("echo", "needs a tokenizer to turn the prompt's ids into text");
+    } else {
+      auto text = tokenizer_->Decode(p.engine.prompt, /*skip_special_tokens=*/false);
+      if (!text.ok()) return WithParam(text.status(), "echo");
+      p.echo_text = *std::move(text);
+    }
+  }
   p.engine.sampling = p.api.sampling;
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   if (p.api.solver_tolerance || p.api.solver_max_iterations) {
@@ -285,65 +176,82 @@ void OpenAiHandler::Handle(ApiKind kind, const httplib::Request& request,
     Log(LogLevel::kDebug, request.path, ": rejected: ", prepared.status().ToString());
     return Fail(prepared.status(), response);
   }
+  // n choices are n engine requests, seeds offset by the choice's index, on one event queue.
   auto queue = std::make_shared<EventQueue>();
-  // The engine reports its own refusals (queue full, draining) to the metrics observer.
-  auto id = backend_->Submit(prepared->engine, queue);
-  if (!id.ok()) {
-    Log(LogLevel::kDebug, request.path, ": engine refused: ", id.status().ToString());
-    return Fail(WithParamFromMessage(id.status()), response);
+  std::vector<RequestId> ids;
+  for (int32_t i = 0; i < prepared->api.n; ++i) {
+    EngineRequest engine = prepared->engine;
+    if (engine.sampling.seed) *engine.sampling.seed += static_cast<uint64_t>(i);
+    // The engine reports its own refusals (queue full, draining) to the metrics observer.
+    auto id = backend_->Submit(std::move(engine), queue);
+    if (!id.ok()) {
+      for (RequestId submitted : ids) backend_->Cancel(submitted);
+      Log(LogLevel::kDebug, request.path, ": engine refused: ", id.status().ToString());
+      return Fail(WithParamFromMessage(id.status()), response);
+    }
+    ids.push_back(*id);
   }
-  Log(LogLevel::kDebug, request.path, ": request ", *id, ", ", prepared->engine.prompt.size(),
-      " prompt tokens", prepared->api.stream ? ", streaming" : "");
+  Log(LogLevel::kDebug, request.path, ": request ", ids.front(), " (", ids.size(), " choices), ",
+      prepared->engine.prompt.size(), " prompt tokens", prepared->api.stream ? ", streaming" : "");
+  auto choices = std::make_shared<ChoiceSet>(
+      backend_, tokenizer_, prepared->api, BuilderOptions(prepared->api, *options_, tokenizer_),
+      OutputParserFor(prepared->api, *options_), ids, prepared->echo_text);
+  choices->include_usage = prepared->api.include_usage;
+  choices->wants_tokens =
+      prepared->api.logprobs || prepared->api.return_token_ids || tokenizer_ == nullptr;
   if (prepared->api.stream) {
-    Stream(*std::move(prepared), *id, std::move(queue), response);
+    Stream(std::move(choices), std::move(queue), response);
   } else {
-    Reply(*prepared, *id, queue, response);
+    Reply(*choices, *queue, response);
   }
 }
 
-void OpenAiHandler::Reply(const Prepared& prepared, RequestId id,
-                          const std::shared_ptr<EventQueue>& queue, httplib::Response& response) {
+void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, httplib::Response& response) {
   ActiveRequests::Guard guard(active_);
-  Collector collector(backend_, id, tokenizer_, prepared.api.stop);
-  OutputDelta all;
-  while (!collector.finished()) {
-    if (cancel_all_->load()) collector.Cancel(CancelReason::kShutdown);
-    for (const RequestEvent& event : queue->Wait(kPoll)) Append(all, collector.Consume(event));
+  while (!choices.finished()) {
+    if (cancel_all_->load()) choices.Cancel(CancelReason::kShutdown);
+    for (const RequestEvent& event : queue.Wait(kPoll)) choices.ConsumeUnary(event);
   }
-  if (!collector.status().ok()) return Fail(collector.status(), response);
-  ResponseBuilder builder(BuilderOptions(prepared.api, options_->model_id, tokenizer_));
-  response.set_content(Dump(builder.Full(all, collector.finish_reason(), collector.usage())),
-                       "application/json");
+  if (!choices.status().ok()) return Fail(choices.status(), response);
+  response.set_content(Dump(choices.UnaryBody()), "application/json");
 }
 
-void OpenAiHandler::Stream(Prepared prepared, RequestId id, std::shared_ptr<EventQueue> queue,
+// Everything a streaming response needs after the handler returns; owned by httplib's content
+// provider, so it lives until the response is done or the client is gone.
+struct OpenAiHandler::StreamState {
+  StreamState(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
+              ActiveRequests* active)
+      : choices(std::move(choices)), queue(std::move(queue)), guard(active) {}
+  std::shared_ptr<ChoiceSet> choices;
+  std::shared_ptr<EventQueue> queue;
+  ActiveRequests::Guard guard;
+};
+
+void OpenAiHandler::Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
                            httplib::Response& response) {
-  auto state = std::make_shared<StreamState>(
-      backend_, id, std::move(queue), tokenizer_, prepared.api.stop,
-      BuilderOptions(prepared.api, options_->model_id, tokenizer_), active_);
-  state->wants_tokens =
-      prepared.api.logprobs || prepared.api.return_token_ids || tokenizer_ == nullptr;
+  auto state = std::make_shared<StreamState>(std::move(choices), std::move(queue), active_);
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");
   response.set_chunked_content_provider(
       "text/event-stream",
       [state, cancel_all = cancel_all_](size_t /*offset*/, httplib::DataSink& sink) {
-        if (state->done) {
+        ChoiceSet& choices = *state->choices;
+        if (choices.done()) {
           sink.done();
           return true;
         }
-        if (cancel_all->load()) state->collector.Cancel(CancelReason::kShutdown);
-        const std::string bytes = StreamBytes(*state, state->queue->Wait(kPoll));
+        if (cancel_all->load()) choices.Cancel(CancelReason::kShutdown);
+        const std::string bytes = choices.StreamBytes(state->queue->Wait(kPoll));
         // A failed write means the client is gone: returning false ends the response, and the
-        // releaser cancels the engine request.
+        // releaser cancels the engine requests.
         if (!bytes.empty() && !sink.write(bytes.data(), bytes.size())) return false;
-        if (state->done) sink.done();
+        if (choices.done()) sink.done();
         return true;
       },
       [state](bool /*success*/) {
-        if (!state->collector.finished()) {
-          Log(LogLevel::kDebug, "request ", state->id, ": client gone, cancelling");
-          state->backend->Cancel(state->id);
+        if (!state->choices->finished()) {
+          Log(LogLevel::kDebug, "stream closed early: cancelling its requests");
+          state->choices->Cancel(CancelReason::kClient);
         }
       });
 }

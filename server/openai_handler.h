@@ -38,14 +38,15 @@ class OpenAiHandler {
   struct Prepared {
     OpenAiRequest api;
     EngineRequest engine;
+    std::string echo_text;  // completions with "echo": the prompt, before each choice's text
   };
   absl::StatusOr<Prepared> Prepare(ApiKind kind, const std::string& body) const;
 
  private:
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
-  void Reply(const Prepared& prepared, RequestId id, const std::shared_ptr<class EventQueue>& queue,
-             httplib::Response& response);
-  void Stream(Prepared prepared, RequestId id, std::shared_ptr<class EventQueue> queue,
+  struct StreamState;
+  void Reply(class ChoiceSet& choices, class EventQueue& queue, httplib::Response& response);
+  void Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
               httplib::Response& response);
   void Fail(const absl::Status& status, httplib::Response& response) const;
 

@@ -10,7 +10,7 @@
 namespace ridge {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The field's value, or nullptr when it is absent or null.
 const json* Field(const json& body, const std::string& name) {
@@ -146,71 +146,6 @@ absl::Status ReadPrompt(const json& body, const RequestLimits& limits, OpenAiReq
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadContent(const json& content, size_t index) {
-  const std::string where = absl::StrCat("messages[", index, "].content");
-  if (content.is_null()) {
-    return WithParam(absl::InvalidArgumentError(absl::StrCat(
-                         where,
-                         " is missing or null: give the message's text (tool calls are "
-                         "not supported)")),
-                     "messages");
-  }
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    return WithParam(
-        absl::InvalidArgumentError(absl::StrCat(
-            where, " must be a string or an array of text parts, got ", Describe(content))),
-        "messages");
-  }
-  std::string text;
-  for (size_t j = 0; j < content.size(); ++j) {
-    const json& part = content[j];
-    const json* type = part.is_object() ? Field(part, "type") : nullptr;
-    const json* part_text = part.is_object() ? Field(part, "text") : nullptr;
-    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text" ||
-        part_text == nullptr || !part_text->is_string()) {
-      return WithParam(absl::InvalidArgumentError(absl::StrCat(
-                           where, "[", j,
-                           "] must be {\"type\": \"text\", \"text\": \"...\"}: only text parts are "
-                           "supported, got ",
-                           Describe(part))),
-                       "messages");
-    }
-    text += part_text->get<std::string>();
-  }
-  return text;
-}
-
-absl::Status ReadMessages(const json& body, OpenAiRequest* out) {
-  const json* v = Field(body, "messages");
-  if (v == nullptr) return FieldError("messages", "is required");
-  if (!v->is_array() || v->empty()) {
-    return FieldError("messages", absl::StrCat("must be a non-empty array of {role, content} "
-                                               "objects, got ",
-                                               Describe(*v)));
-  }
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
-    const json* role = m.is_object() ? Field(m, "role") : nullptr;
-    if (role == nullptr || !role->is_string() || role->get<std::string>().empty()) {
-      return WithParam(absl::InvalidArgumentError(
-                           absl::StrCat("messages[", i, "].role must be a non-empty string")),
-                       "messages");
-    }
-    const std::string name = role->get<std::string>();
-    if (name != "system" && name != "user" && name != "assistant") {
-      return WithParam(absl::InvalidArgumentError(
-                           absl::StrCat("messages[", i, "].role is '", name,
-                                        "'; the roles supported are system, user and assistant")),
-                       "messages");
-    }
-    const auto content = m.find("content");
-    ASSIGN_OR_RETURN(std::string text, ReadContent(content == m.end() ? json() : *content, i));
-    out->messages.push_back({role->get<std::string>(), std::move(text)});
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReadStop(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
   const json* v = Field(body, "stop");
   if (v == nullptr) return absl::OkStatus();
@@ -315,23 +250,18 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
   return ReadStopTokenIds(body, limits, out);
 }
 
-absl::Status ReadUnsupported(const json& body, ApiKind kind) {
+absl::Status ReadUnsupported(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
+  const ApiKind kind = out->kind;
   std::optional<int64_t> n;
-  if (const json* v = Field(body, "n")) {
-    if (!v->is_number_integer() || v->get<int64_t>() != 1) {
-      return FieldError(
-          "n", absl::StrCat("must be 1: one choice per request is supported, got ", Describe(*v)));
-    }
-  }
+  RETURN_IF_ERROR(ReadInt(body, "n", 1, limits.max_choices, &n));
+  out->n = static_cast<int32_t>(n.value_or(1));
   if (kind == ApiKind::kCompletion) {
     if (const json* v = Field(body, "best_of")) {
       if (!v->is_number_integer() || v->get<int64_t>() != 1) {
         return FieldError("best_of", absl::StrCat("must be 1, got ", Describe(*v)));
       }
     }
-    bool echo = false;
-    RETURN_IF_ERROR(ReadBool(body, "echo", &echo));
-    if (echo) return FieldError("echo", "is not supported; send false or leave it out");
+    RETURN_IF_ERROR(ReadBool(body, "echo", &out->echo));
     if (const json* v = Field(body, "suffix");
         v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
       return FieldError("suffix", "is not supported (no insertion mode); leave it out");
@@ -348,9 +278,6 @@ absl::Status ReadUnsupported(const json& body, ApiKind kind) {
                         "is not supported beyond {\"type\": \"text\"} (no JSON or schema mode "
                         "yet); leave it out");
     }
-  }
-  if (const json* v = Field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) {
-    return FieldError("tools", "are not supported yet; leave them out");
   }
   return absl::OkStatus();
 }
@@ -409,15 +336,24 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   if (kind == ApiKind::kCompletion) {
     RETURN_IF_ERROR(ReadPrompt(body, limits, &out));
   } else {
-    RETURN_IF_ERROR(ReadMessages(body, &out));
+    RETURN_IF_ERROR(ReadChatFields(body, &out.chat));
   }
-  RETURN_IF_ERROR(ReadUnsupported(body, kind));
+  RETURN_IF_ERROR(ReadUnsupported(body, limits, &out));
   RETURN_IF_ERROR(ReadSampling(body, limits, &out));
   RETURN_IF_ERROR(ReadStop(body, limits, &out));
   RETURN_IF_ERROR(ReadLogprobs(body, limits, &out));
   RETURN_IF_ERROR(ReadStreaming(body, &out));
   RETURN_IF_ERROR(ReadExtensions(body, limits, &out));
+  RETURN_IF_ERROR(ReadBool(body, "include_stop_str_in_output", &out.include_stop_str_in_output));
+  if (out.echo && out.logprobs) {
+    return FieldError("echo", "cannot be combined with logprobs (no prompt logprobs here)");
+  }
   return out;
+}
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, ApiKind kind,
+                                                 const RequestLimits& limits) {
+  return ParseOpenAiRequest(json(body), kind, limits);
 }
 
 }  // namespace ridge

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "sampling/sampling_params.h"
-#include "tokenizer/chat_template.h"
+#include "server/chat_request.h"
 
 namespace ridge {
 
@@ -24,6 +24,7 @@ struct RequestLimits {
   int32_t max_solver_iterations = 100;
   int32_t max_top_logprobs = 20;
   int32_t max_stop_strings = 16;
+  int32_t max_choices = 16;  // "n"
   // max_tokens when the body gives none: OpenAI's 16 for completions; chat runs until EOS.
   int32_t default_completion_max_tokens = 16;
   int32_t default_chat_max_tokens = 4096;
@@ -36,11 +37,14 @@ struct OpenAiRequest {
   // Exactly one prompt form is set: text, token ids (completions), or messages (chat).
   std::optional<std::string> prompt_text;
   std::optional<std::vector<int32_t>> prompt_ids;
-  std::vector<ChatMessage> messages;
+  ChatFields chat;  // messages, tools, tool_choice, template switches
 
   SamplingParams sampling;
-  bool max_tokens_defaulted = false;  // the body named no max_tokens (max_completion_tokens)
-  std::vector<std::string> stop;  // matched on the decoded text
+  bool max_tokens_defaulted = false;        // the body named no max_tokens (max_completion_tokens)
+  std::vector<std::string> stop;            // matched on the decoded text
+  bool include_stop_str_in_output = false;  // vLLM: the matched stop string stays in the text
+  int32_t n = 1;      // choices: independent samples (seed + i when a seed is given)
+  bool echo = false;  // completions: the prompt comes before each choice's text
   std::optional<float> solver_tolerance;
   std::optional<int32_t> solver_max_iterations;
 
@@ -53,6 +57,9 @@ struct OpenAiRequest {
   bool return_token_ids = false;          // extension: add "token_ids" to each choice
 };
 
+// Object keys keep the client's order (tools and arguments reach the template as sent).
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::ordered_json& body, ApiKind kind,
+                                                 const RequestLimits& limits);
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const nlohmann::json& body, ApiKind kind,
                                                  const RequestLimits& limits);
 

@@ -23,6 +23,12 @@ json Bytes(const std::string& text) {
   return bytes;
 }
 
+json ToolCallJson(const ParsedToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 }  // namespace
 
 const char* OpenAiFinishReason(FinishReason reason) {
@@ -103,13 +109,27 @@ json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs) {
           {"text_offset", std::move(offsets)}};
 }
 
-json ResponseBuilder::Chunk(const OutputDelta& delta) {
-  json choice = {{"index", 0}};
+json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed) {
+  json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat) {
     json d = json::object();
     if (!role_sent_) d["role"] = "assistant";
     role_sent_ = true;
-    d["content"] = delta.text;
+    if (parsed == nullptr) {
+      d["content"] = delta.text;
+    } else {
+      if (!parsed->content.empty() || parsed->empty()) d["content"] = parsed->content;
+      if (!parsed->reasoning.empty()) d["reasoning_content"] = parsed->reasoning;
+      if (!parsed->tool_calls.empty()) {
+        json calls = json::array();
+        for (const ParsedToolCall& call : parsed->tool_calls) {
+          json item = {{"index", tool_call_index_++}};
+          item.update(ToolCallJson(call));
+          calls.push_back(std::move(item));
+        }
+        d["tool_calls"] = std::move(calls);
+      }
+    }
     choice["delta"] = std::move(d);
   } else {
     choice["text"] = delta.text;
@@ -124,7 +144,7 @@ json ResponseBuilder::Chunk(const OutputDelta& delta) {
 }
 
 json ResponseBuilder::FinalChunk(const std::string& finish_reason) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat) {
     choice["delta"] = json::object();
     if (!role_sent_) choice["delta"]["role"] = "assistant";
@@ -147,9 +167,26 @@ json ResponseBuilder::UsageChunk(json usage) const {
   return chunk;
 }
 
-json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_reason, json usage) {
-  json choice = {{"index", 0}};
-  if (options_.kind == ApiKind::kChat) {
+json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_reason, json usage,
+                           const ChatDelta* parsed) {
+  json choice = {{"index", options_.choice_index}};
+  if (options_.kind == ApiKind::kChat && parsed != nullptr) {
+    json message = {{"role", "assistant"}};
+    const bool blank = parsed->content.find_first_not_of(" \t\r\n") == std::string::npos;
+    // With tool calls and no text besides, content is null, as OpenAI sends it.
+    message["content"] =
+        blank && !parsed->tool_calls.empty() ? json(nullptr) : json(parsed->content);
+    if (options_.reasoning) {
+      message["reasoning_content"] =
+          parsed->reasoning.empty() ? json(nullptr) : json(parsed->reasoning);
+    }
+    if (!parsed->tool_calls.empty()) {
+      json calls = json::array();
+      for (const ParsedToolCall& call : parsed->tool_calls) calls.push_back(ToolCallJson(call));
+      message["tool_calls"] = std::move(calls);
+    }
+    choice["message"] = std::move(message);
+  } else if (options_.kind == ApiKind::kChat) {
     choice["message"] = {{"role", "assistant"}, {"content", all.text}};
   } else {
     choice["text"] = all.text;

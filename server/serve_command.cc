@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,11 @@ then the process exits 0.
   --tokenizer DIR              folder with tokenizer.json [+ tokenizer_config.json for the chat
                                template] (default: the model folder; without one, only prompts
                                given as token ids are accepted and responses carry token ids)
+  --chat-template FILE         Jinja chat template to use instead of the tokenizer's (a
+                               template the server cannot run stops the start-up, naming its
+                               line and column)
+  --reasoning-parser qwen3     chat replies carry the model's <think>...</think> text as
+                               reasoning_content (streamed too), the rest as content
   --served-model-name NAME     the id clients pass as "model" (default: the model folder's name)
   --host ADDR                  address to listen on (default 127.0.0.1; 0.0.0.0 for all)
   --http-port N                HTTP port (default 8000; 0 picks a free port, logged at start)
@@ -140,22 +147,44 @@ absl::StatusOr<LoadedTokenizer> LoadTokenizer(const CliArgs& args, int64_t model
         "the tokenizer in ", dir.string(), " has ", out.tokenizer->vocab_size(),
         " ids but the model's vocabulary is ", model_vocab, ": they do not belong together"));
   }
-  const auto& templates = out.tokenizer->config().chat_templates;
-  const NamedChatTemplate* chosen = nullptr;
-  for (const auto& t : templates) {
-    if (chosen == nullptr || t.name == "default") chosen = &t;
-  }
-  if (chosen == nullptr) {
-    Log(LogLevel::kWarning, "the tokenizer has no chat template: /v1/chat/completions answers 400");
-  } else if (auto parsed = ChatTemplate::FromSource(chosen->name, chosen->source); parsed.ok()) {
-    out.chat_template = std::make_unique<ChatTemplate>(*std::move(parsed));
+  // --chat-template FILE replaces the checkpoint's template. Either way a template the
+  // interpreter cannot run stops the start-up here, with its line and column.
+  const ChatSpecialTokens special_tokens = ChatSpecialTokens::FromConfig(out.tokenizer->config());
+  std::string template_origin;
+  if (args.Has("chat-template")) {
+    const std::string path = args.StringOr("chat-template", "");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("--chat-template ", path, ": cannot read"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    ASSIGN_OR_RETURN(ChatTemplate parsed,
+                     ChatTemplate::FromSource(path, text.str(), special_tokens));
+    out.chat_template = std::make_unique<ChatTemplate>(std::move(parsed));
+    template_origin = path;
   } else {
-    Log(LogLevel::kWarning, "chat template not usable, /v1/chat/completions answers 400: ",
-        std::string(parsed.status().message()));
+    const NamedChatTemplate* chosen = nullptr;
+    for (const auto& t : out.tokenizer->config().chat_templates) {
+      if (chosen == nullptr || t.name == "default") chosen = &t;
+    }
+    if (chosen == nullptr) {
+      Log(LogLevel::kWarning,
+          "the tokenizer has no chat template: /v1/chat/completions answers 400 (pass "
+          "--chat-template FILE to give one)");
+    } else {
+      auto parsed = ChatTemplate::FromSource(chosen->name, chosen->source, special_tokens);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokenizer_config.json in ", dir.string(), ": ", std::string(parsed.status().message()),
+            " (pass --chat-template FILE to use another template)"));
+      }
+      out.chat_template = std::make_unique<ChatTemplate>(*std::move(parsed));
+      template_origin = absl::StrCat("'", chosen->name, "' of tokenizer_config.json");
+    }
   }
   Log(LogLevel::kInfo, "tokenizer from ", dir.string(), ": ", out.tokenizer->vocab_size(),
-      " ids, chat template ",
-      out.chat_template ? std::string(out.chat_template->format()) : std::string("none"));
+      " ids, chat template ", out.chat_template ? template_origin : std::string("none"));
   return out;
 }
 
@@ -206,27 +235,12 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const 
 
 absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
-  known.insert({"tokenizer",
-                "served-model-name",
-                "host",
-                "http-port",
-                "http-threads",
-                "slots",
-                "max-waiting",
-                "prefill-token-budget",
-                "max-prompt-tokens",
-                "max-tokens-limit",
-                "max-solver-iterations",
-                "drain-seconds",
-                "grpc-port",
-                "kv-blocks",
-                "kv-cache-memory",
-                "api-key",
-                "api-key-file",
-                "open-metrics",
-                "ssl-certfile",
-                "ssl-keyfile",
-                "ssl-ca-certs"});
+  known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
+                "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
+                "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
+                "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"chat-template", "reasoning-parser"});
+  known.insert({"ssl-certfile", "ssl-keyfile", "ssl-ca-certs"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"open-metrics"}));
   const sigset_t shutdown_signals = BlockShutdownSignals();
@@ -246,6 +260,11 @@ absl::Status Serve(int argc, char** argv) {
   if (!(drain_seconds >= 0 && drain_seconds <= 86400)) {
     return absl::InvalidArgumentError("--drain-seconds must be 0 to 86400");
   }
+  const std::string reasoning_parser = args.StringOr("reasoning-parser", "");
+  if (!reasoning_parser.empty() && reasoning_parser != "qwen3") {
+    return absl::InvalidArgumentError(absl::StrCat("--reasoning-parser ", reasoning_parser,
+                                                   ": the only reasoning parser is qwen3"));
+  }
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   const ModelSpec spec = model->spec();  // a copy: the model may be released below
   ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, spec));
@@ -258,6 +277,7 @@ absl::Status Serve(int argc, char** argv) {
   std::filesystem::path model_dir = std::filesystem::weakly_canonical(args.StringOr("model", ""));
   if (model_dir.filename().empty()) model_dir = model_dir.parent_path();  // "dir/"
   http_options.model_id = args.StringOr("served-model-name", model_dir.filename().string());
+  http_options.reasoning_parser = reasoning_parser;
   http_options.limits.vocab_size = static_cast<int32_t>(spec.vocab_size);
   http_options.limits.max_new_tokens = static_cast<int32_t>(engine_options.max_new_tokens);
   http_options.limits.max_solver_iterations = engine_options.max_solver_iterations;

@@ -1,64 +1,67 @@
 // Chat templates: turning a conversation into the prompt a model was trained on.
 //
-// Checkpoints ship their template as Jinja source in tokenizer_config.json. Rather than embed a
-// Jinja interpreter, ridgeserve recognises the template by its content (after removing layout
-// that cannot change the output) and renders the matching known format in C++. A template that
-// matches no known format is an error naming it: using a wrong template would silently degrade
-// every answer. To support a new format, add one entry to the table in chat_template.cc: a
-// recogniser and a render function.
+// Checkpoints ship their template as Jinja source in tokenizer_config.json. ridgeserve runs it
+// with its own Jinja interpreter (tokenizer/jinja/), the way transformers' apply_chat_template
+// does: the same variables (messages, tools, documents, add_generation_prompt, the tokenizer's
+// special tokens, and any chat_template_kwargs), the same message preparation (keys whose value is
+// null dropped, reasoning copied under "reasoning_content" and "thinking"), the same
+// continue_final_message cut. A template that uses anything the interpreter does not support
+// fails in FromSource, so a server refuses it at start-up, never at request time.
 #pragma once
 
-#include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "tokenizer/jinja/template.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace ridge {
 
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
-  std::string content;
+// What one rendering gets besides the template. JSON null means "not given".
+struct ChatRenderInput {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{role, content, ...}]
+  nlohmann::ordered_json tools;                                       // null or a list of schemas
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;  // end the prompt inside the last message
+  nlohmann::ordered_json kwargs;        // null or an object: extra template variables
 };
 
-// Values a known format reads out of the template source, such as a built-in system prompt.
-struct ChatTemplateParams {
-  std::string default_system_prompt;  // empty: the format adds none
+// The tokenizer's special tokens, visible to templates as bos_token, eos_token, ...
+struct ChatSpecialTokens {
+  std::optional<std::string> bos_token, eos_token, unk_token, pad_token;
+  static ChatSpecialTokens FromConfig(const TokenizerConfig& config);
 };
 
 class ChatTemplate {
  public:
-  // Recognises `source`; `name` is the template's name in tokenizer_config.json ("default" when
-  // the file has a single template), used in error messages.
-  static absl::StatusOr<ChatTemplate> FromSource(std::string_view name, std::string_view source);
+  // Parses `source`; `name` names the template in errors ("default", a named template of
+  // tokenizer_config.json, or a file). Unsupported constructs are InvalidArgument naming the
+  // template, line and column.
+  static absl::StatusOr<ChatTemplate> FromSource(std::string_view name, std::string_view source,
+                                                 ChatSpecialTokens special_tokens = {});
 
   const std::string& name() const { return name_; }
-  // The known format the source was recognised as, e.g. "chatml".
-  std::string_view format() const;
+  const std::string& source() const { return source_; }
 
-  absl::StatusOr<std::string> Apply(std::span<const ChatMessage> messages,
-                                    bool add_generation_prompt) const;
+  // InvalidArgument for a conversation the template rejects (its raise_exception message), a
+  // type error while rendering (with line and column), an empty conversation, or a
+  // continue_final_message whose final message the template does not reproduce.
+  absl::StatusOr<std::string> Render(const ChatRenderInput& input) const;
 
  private:
   ChatTemplate() = default;
   std::string name_;
-  int format_index_ = -1;
-  ChatTemplateParams params_;
+  std::string source_;
+  jinja::Template template_;
+  ChatSpecialTokens special_tokens_;
 };
 
-// The template called `name` in tokenizer_config.json ("default" when it has a single one);
-// NotFound when the config has none by that name.
+// The template called `name` in tokenizer_config.json ("default" when it has a single one), with
+// the config's special tokens; NotFound when the config has none by that name.
 absl::StatusOr<ChatTemplate> LoadChatTemplate(const TokenizerConfig& config,
                                               std::string_view name = "default");
-
-absl::StatusOr<std::string> ApplyChatTemplate(const ChatTemplate& chat_template,
-                                              std::span<const ChatMessage> messages,
-                                              bool add_generation_prompt);
-
-// The template with what cannot change its output removed: whitespace inside tags outside
-// string literals, whitespace that Jinja's trim_blocks / lstrip_blocks / "-" controls drop, and
-// comments; double-quoted literals become single-quoted. Exposed for tests.
-std::string CanonicalTemplateSource(std::string_view source);
 
 }  // namespace ridge

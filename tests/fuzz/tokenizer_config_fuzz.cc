@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
+#include "nlohmann/json.hpp"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -14,10 +14,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!config.ok()) return 0;
   const auto chat_template = ridge::LoadChatTemplate(*config);
   if (!chat_template.ok()) return 0;
-  const std::vector<ridge::ChatMessage> messages = {{.role = "system", .content = "Be brief."},
-                                                    {.role = "user", .content = "Hi"},
-                                                    {.role = "assistant", .content = "Hello."},
-                                                    {.role = "user", .content = "Bye"}};
-  (void)ridge::ApplyChatTemplate(*chat_template, messages, /*add_generation_prompt=*/true);
+  ridge::ChatRenderInput input;
+  input.messages = nlohmann::ordered_json::parse(R"([
+    {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"}])");
+  (void)chat_template->Render(input);
   return 0;
 }

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -51,6 +52,13 @@ std::filesystem::path ConfigOnlyModel() {
     return d;
   }();
   return dir;
+}
+
+// A chat template using a filter that does not exist.
+std::filesystem::path BadTemplate() {
+  const auto path = TempDir() / "bad.jinja";
+  std::ofstream(path) << "Hi\n{% for m in messages %}{{ m | explode }}{% endfor %}";
+  return path;
 }
 
 std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& extra,
@@ -267,7 +275,7 @@ TEST_F(HttpIntegrationTest, InvalidFieldsAreRejectedWithTheirName) {
       {{{"prompt", "x"}, {"temperature", -1}}, 400, "temperature"},
       {{{"prompt", "x"}, {"top_p", 0}}, 400, "top_p"},
       {{{"prompt", "x"}, {"max_tokens", "ten"}}, 400, "max_tokens"},
-      {{{"prompt", "x"}, {"n", 2}}, 400, "n"},
+      {{{"prompt", "x"}, {"n", 0}}, 400, "n"},
       {{{"prompt", "x"}, {"stop", {1}}}, 400, "stop"},
       {{{"prompt", "x"}, {"solver_tolerance", 5}}, 400, "solver_tolerance"},
       {{{"prompt", "x"}, {"solver_max_iterations", 1001}}, 400, "solver_max_iterations"},
@@ -332,6 +340,14 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
       {"--model " + ConfigOnlyModel().string(), "model.safetensors"},
       {"--model " + (TempDir() / "nonexistent").string() + " --load-format random",
        "does not exist"},
+      {"--model " + kModel.string() + " --reasoning-parser deepseek", "only reasoning parser"},
+      {"--model " + kModel.string() + " --tokenizer " + (TempDir() / "tokenizer").string() +
+           " --chat-template /nonexistent/t.jinja",
+       "--chat-template /nonexistent/t.jinja: cannot read"},
+      // A template the interpreter cannot run stops the start-up, naming line and column.
+      {"--model " + kModel.string() + " --tokenizer " + (TempDir() / "tokenizer").string() +
+           " --chat-template " + BadTemplate().string(),
+       "line 2, column 31: unsupported filter 'explode'"},
   };
   for (const Case& c : cases) {
     const std::string command = std::string(RIDGESERVE_BINARY) + " serve " + c.args + " 2>&1";

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "server/api_error.h"
+#include "tests/server/fake_backend.h"
 #include "tests/server/http_test_client.h"
 #include "tests/server/tiny_tokenizer.h"
 
@@ -19,90 +20,10 @@ namespace ridge {
 namespace {
 
 using nlohmann::json;
+using testing::FakeBackend;
 using testing::PostJson;
 using testing::PostStream;
 using testing::StreamText;
-
-constexpr char kScript[] = "Hello world, this is ridgeserve speaking. ";
-
-// Emits the bytes of kScript (as tiny-tokenizer ids), one token per event every `interval`,
-// up to max_tokens, then finishes with "length". Cancel ends a request with kCancelled.
-class FakeBackend final : public GenerationBackend {
- public:
-  ~FakeBackend() override {
-    for (auto& t : threads_) t.join();
-  }
-
-  absl::StatusOr<RequestId> Submit(EngineRequest request,
-                                   std::shared_ptr<RequestSink> sink) override {
-    if (!reject.ok()) return reject;
-    std::lock_guard<std::mutex> lock(mutex_);
-    const RequestId id = next_id_++;
-    last_request = request;
-    ++running_;
-    threads_.emplace_back([this, id, request, sink] { Generate(id, request, sink); });
-    return id;
-  }
-
-  void Cancel(RequestId id, CancelReason reason = CancelReason::kClient) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cancelled_[id] = true;
-    ++cancels;
-    if (reason == CancelReason::kStopString) ++stop_string_cancels;
-  }
-
-  EngineSnapshot Snapshot() const override {
-    EngineSnapshot s;
-    s.running = s.slots_used = running_;
-    s.slots_total = 4;
-    return s;
-  }
-
-  absl::Status reject;
-  std::chrono::milliseconds interval{1};
-  std::atomic<int> cancels{0};
-  std::atomic<int> stop_string_cancels{0};
-  EngineRequest last_request;
-
- private:
-  bool IsCancelled(RequestId id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return cancelled_[id];
-  }
-
-  void Generate(RequestId id, EngineRequest request, std::shared_ptr<RequestSink> sink) {
-    const std::string script = kScript;
-    RequestEvent last;
-    last.id = id;
-    last.finished = true;
-    last.usage.prompt_tokens = static_cast<int64_t>(request.prompt.size());
-    int32_t i = 0;
-    for (; i < request.sampling.max_tokens; ++i) {
-      std::this_thread::sleep_for(interval);
-      if (IsCancelled(id)) break;
-      RequestEvent event;
-      event.id = id;
-      const int32_t token = testing::TinyTokenId(script[i % script.size()]);
-      event.tokens = {token};
-      if (request.logprobs) event.logprobs = {{token, -0.5f, {{token, -0.5f}}}};
-      sink->OnEvent(std::move(event));
-    }
-    if (IsCancelled(id)) {
-      last.finish_reason = FinishReason::kCancelled;
-      last.status = absl::CancelledError("cancelled by the client");
-    }
-    last.usage.completion_tokens = i;
-    last.usage.decode_solver.Add({5, 1e-3f, false});
-    --running_;
-    sink->OnEvent(std::move(last));
-  }
-
-  std::mutex mutex_;
-  RequestId next_id_ = 1;
-  std::map<RequestId, bool> cancelled_;
-  std::vector<std::thread> threads_;
-  std::atomic<int64_t> running_{0};
-};
 
 class HttpServerTest : public ::testing::Test {
  protected:

@@ -73,13 +73,46 @@ TEST(OpenAiRequestTest, ChatFields) {
       "top_k": -1})"),
                               ApiKind::kChat, Limits());
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->messages.size(), 3u);
-  EXPECT_EQ(r->messages[1].content, "ab");
-  EXPECT_EQ(r->messages[2].content, "");
+  const auto& messages = r->chat.render.messages;
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_EQ(messages[1]["content"], "a\nb");  // text parts joined with newlines, as vLLM does
+  EXPECT_EQ(messages[2]["content"], "");
+  EXPECT_TRUE(r->chat.render.add_generation_prompt);
+  EXPECT_FALSE(r->chat.has_tools);
   EXPECT_EQ(r->sampling.max_tokens, 9);  // max_completion_tokens wins
   EXPECT_TRUE(r->logprobs);
   EXPECT_EQ(r->top_logprobs, 2);
   EXPECT_EQ(r->sampling.top_k, 0);
+}
+
+TEST(OpenAiRequestTest, ToolsToolCallsAndTemplateSwitches) {
+  auto r = ParseOpenAiRequest(json::parse(R"({
+      "messages": [{"role": "user", "content": "weather?"},
+                   {"role": "assistant", "content": null, "reasoning_content": "look it up",
+                    "tool_calls": [{"id": "call_1", "type": "function",
+                                    "function": {"name": "get_weather",
+                                                 "arguments": "{\"city\": \"Paris\"}"}}]},
+                   {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather",
+                 "parameters": {"type": "object"}}}],
+      "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+      "chat_template_kwargs": {"enable_thinking": false},
+      "add_generation_prompt": false, "continue_final_message": true, "user": "someone"})"),
+                              ApiKind::kChat, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& messages = r->chat.render.messages;
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_EQ(messages[1]["content"], "");  // null content of a tool-calling reply: empty
+  EXPECT_EQ(messages[1]["reasoning_content"], "look it up");
+  // JSON-string arguments reach the template as the object they hold.
+  EXPECT_EQ(messages[1]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(messages[2]["tool_call_id"], "call_1");
+  EXPECT_TRUE(r->chat.has_tools);
+  EXPECT_EQ(r->chat.tool_choice.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(r->chat.tool_choice.function, "get_weather");
+  EXPECT_EQ(r->chat.render.kwargs["enable_thinking"], false);
+  EXPECT_FALSE(r->chat.render.add_generation_prompt);
+  EXPECT_TRUE(r->chat.render.continue_final_message);
 }
 
 TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
@@ -89,10 +122,10 @@ TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
   EXPECT_NE(r.status().message().find("prompt[1] must be an integer token id, got 2.5"),
             std::string::npos)
       << r.status();
-  r = ParseOpenAiRequest(json::parse(R"({"messages": [{"role": "tool", "content": "x"}]})"),
+  r = ParseOpenAiRequest(json::parse(R"({"messages": [{"role": "wizard", "content": "x"}]})"),
                          ApiKind::kChat, Limits());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("messages[0].role is 'tool'"), std::string::npos)
+  EXPECT_NE(r.status().message().find("messages[0].role is 'wizard'"), std::string::npos)
       << r.status();
   // The neutral forms of the refused fields are accepted.
   r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "suffix": "", "logit_bias": {},
@@ -178,9 +211,10 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"({"prompt": "x", "stop_token_ids": 5})", "stop_token_ids"},
         InvalidCase{kC, R"({"prompt": "x", "logprobs": 21})", "logprobs"},
         InvalidCase{kC, R"({"prompt": "x", "logprobs": true})", "logprobs"},
-        InvalidCase{kC, R"({"prompt": "x", "n": 2})", "n"},
+        InvalidCase{kC, R"({"prompt": "x", "n": 0})", "n"},
+        InvalidCase{kC, R"({"prompt": "x", "n": 17})", "n"},
         InvalidCase{kC, R"({"prompt": "x", "best_of": 3})", "best_of"},
-        InvalidCase{kC, R"({"prompt": "x", "echo": true})", "echo"},
+        InvalidCase{kC, R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
         InvalidCase{kC, R"({"prompt": "x", "stream": "yes"})", "stream"},
         InvalidCase{kC, R"({"prompt": "x", "stream_options": {"include_usage": true}})",
                     "stream_options"},
@@ -207,10 +241,42 @@ INSTANTIATE_TEST_SUITE_P(
                         "tools": [{"type": "function"}]})",
                     "tools"},
         InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "tools": [{"type": "function", "function": {"name": "f",
+                                                                    "parameters": "string"}}]})",
+                    "tools"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "tools": [{"type": "function", "function": {"name": "f"}}],
+                        "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+                    "tool_choice"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "tool_choice": "required"})",
+                    "tool_choice"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function",
+                        "function": {"name": "f", "arguments": "{not json"}}]}]})",
+                    "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})",
+                    "messages"},
+        InvalidCase{kChat, R"({"messages": [{"role": "tool"}]})", "messages"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "chat_template_kwargs": [1]})",
+                    "chat_template_kwargs"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}],
+                        "continue_final_message": true})",
+                    "continue_final_message"},
+        InvalidCase{kChat,
+                    R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{x}}"})",
+                    "chat_template"},
+        InvalidCase{kChat,
                     R"({"messages": [{"role": "user",
                                       "content": [{"type": "image_url", "image_url": {}}]}]})",
                     "messages"},
-        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 3})", "n"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 1.5})", "n"},
         InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})",
                     "logprobs"},
         InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Renders chat templates with Jinja2 the way transformers does, for the C++ chat-template test.
 
-Writes tests/data/tokenizer/chat_golden.json: {"templates": [{"name", "source", "format"
-(the format C++ must recognise, or null when it must refuse the template), "cases": [{"messages",
-"add_generation_prompt", "expected"}]}]}.
+Writes tests/data/tokenizer/chat_golden.json: {"templates": [{"name", "source", "cases":
+[{"messages", "add_generation_prompt", "expected"}]}]}. (The real checkpoints' templates, rendered
+by transformers itself, are in tests/data/chat_templates/: make_chat_template_golden.py.)
 Needs: pip install jinja2. Run from the repository root.
 """
 import json
@@ -28,7 +28,7 @@ CHATML_MULTILINE = """{%- for message in messages %}
 """
 QWEN_CUSTOM_PROMPT = QWEN_STYLE.replace("You are a helpful assistant.",
                                         "You are Ridge, a \\'careful\\' assistant.")
-# Must be refused: a different format, and ChatML variants whose output differs.
+# A different format, and ChatML variants whose output differs by a character.
 LLAMA2 = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
           "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
           "{{ message['content'] + eos_token }}{% endif %}{% endfor %}")
@@ -56,22 +56,21 @@ def render(source, messages, add_generation_prompt):
 
 def main():
     templates = []
-    for name, source, fmt in [
-        ("chatml", CHATML, "chatml"),
-        ("chatml_multiline", CHATML_MULTILINE, "chatml"),
-        ("qwen_style", QWEN_STYLE, "chatml-with-default-system"),
-        ("qwen_custom_prompt", QWEN_CUSTOM_PROMPT, "chatml-with-default-system"),
-        ("llama2", LLAMA2, None),
-        ("chatml_no_newline", CHATML_NO_NEWLINE, None),
-        ("chatml_text_between", CHATML_TEXT_BETWEEN, None),
+    for name, source in [
+        ("chatml", CHATML),
+        ("chatml_multiline", CHATML_MULTILINE),
+        ("qwen_style", QWEN_STYLE),
+        ("qwen_custom_prompt", QWEN_CUSTOM_PROMPT),
+        ("llama2", LLAMA2),
+        ("chatml_no_newline", CHATML_NO_NEWLINE),
+        ("chatml_text_between", CHATML_TEXT_BETWEEN),
     ]:
         cases = []
-        if fmt is not None:
-            for messages in CONVERSATIONS:
-                for agp in (False, True):
-                    cases.append({"messages": messages, "add_generation_prompt": agp,
-                                  "expected": render(source, messages, agp)})
-        templates.append({"name": name, "source": source, "format": fmt, "cases": cases})
+        for messages in CONVERSATIONS:
+            for agp in (False, True):
+                cases.append({"messages": messages, "add_generation_prompt": agp,
+                              "expected": render(source, messages, agp)})
+        templates.append({"name": name, "source": source, "cases": cases})
     OUT.write_text(json.dumps({"templates": templates}, indent=1, ensure_ascii=False) + "\n")
 
 

@@ -1,0 +1,65 @@
+// Splits a chat completion's generated text, as it streams, into what OpenAI clients expect:
+// reasoning ("<think>...</think>", Qwen3 / vLLM's `--reasoning-parser qwen3`) into
+// reasoning_content, tool calls ("<tool_call>{"name": ..., "arguments": ...}</tool_call>", the
+// Hermes format Qwen writes) into tool_calls with ids, and the rest into content. Tags split
+// across deltas are held back until they can be recognised. The same object serves unary replies
+// (Add the whole text, then Finish), so streamed and unary results agree.
+//
+// Reasoning: only when the output starts with "<think>"; it runs to "</think>" (or to the end when
+// generation stops inside it). The tags are dropped; the text after "</think>" is content, as
+// vLLM leaves it.
+// Tool calls: each complete block whose JSON is an object with a string "name" becomes a call
+// (arguments: the object or string given, as JSON text); a block that is not valid JSON is
+// returned as plain content, tags included, never an error. Whitespace-only text between and
+// after calls is dropped.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ridge {
+
+struct ParsedToolCall {
+  std::string id;  // "chatcmpl-tool-" + 24 hex digits
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
+struct ChatDelta {
+  std::string content;
+  std::string reasoning;
+  std::vector<ParsedToolCall> tool_calls;
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+};
+
+class ChatOutputParser {
+ public:
+  struct Options {
+    bool reasoning = false;   // --reasoning-parser qwen3
+    bool tool_calls = false;  // the request has tools and tool_choice is not "none"
+  };
+  explicit ChatOutputParser(Options options) : options_(options) {}
+
+  ChatDelta Add(std::string_view text);
+  ChatDelta Finish();  // releases held-back text at the end of generation
+
+  int tool_calls_emitted() const { return tool_calls_emitted_; }
+
+ private:
+  enum class ReasoningState { kUndecided, kReasoning, kContent };
+  enum class ToolState { kText, kInCall };
+
+  void AddContent(std::string_view text, bool final, ChatDelta* out);
+  void EmitText(std::string text, ChatDelta* out);
+  void EmitCall(const std::string& body, bool closed, ChatDelta* out);
+
+  Options options_;
+  ReasoningState reasoning_state_ = ReasoningState::kUndecided;
+  std::string reasoning_buffer_;  // undecided start, or a possible "</think>" prefix
+  ToolState tool_state_ = ToolState::kText;
+  std::string tool_buffer_;  // a possible "<tool_call>" prefix, or a call's body so far
+  int tool_calls_emitted_ = 0;
+};
+
+}  // namespace ridge

@@ -1,0 +1,156 @@
+#include "server/openai_output.h"
+
+#include "server/api_error.h"
+#include "server/sse.h"
+
+namespace ridge {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+void Append(OutputDelta& all, OutputDelta delta) {
+  all.text += delta.text;
+  all.tokens.insert(all.tokens.end(), delta.tokens.begin(), delta.tokens.end());
+  all.logprobs.insert(all.logprobs.end(), std::make_move_iterator(delta.logprobs.begin()),
+                      std::make_move_iterator(delta.logprobs.end()));
+}
+
+void AppendChat(ChatDelta& all, ChatDelta delta) {
+  all.content += delta.content;
+  all.reasoning += delta.reasoning;
+  for (ParsedToolCall& call : delta.tool_calls) all.tool_calls.push_back(std::move(call));
+}
+
+// "stop" becomes "tool_calls" when the model called tools, as OpenAI reports it.
+std::string FinishReasonWithTools(const Choice& choice) {
+  const std::string& reason = choice.collector.finish_reason();
+  return reason == "stop" && choice.parser && choice.parser->tool_calls_emitted() > 0 ? "tool_calls"
+                                                                                      : reason;
+}
+
+}  // namespace
+
+ChoiceSet::ChoiceSet(GenerationBackend* backend, const Tokenizer* tokenizer,
+                     const OpenAiRequest& api, const ResponseBuilder::Options& options,
+                     const std::optional<ChatOutputParser>& parser,
+                     const std::vector<RequestId>& ids, std::string echo_text)
+    : echo_text_(std::move(echo_text)) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ResponseBuilder::Options o = options;
+    o.choice_index = static_cast<int>(i);
+    choices_.push_back(
+        std::make_unique<Choice>(backend, ids[i], tokenizer, api, std::move(o), parser));
+  }
+}
+
+Choice* ChoiceSet::Find(RequestId id) {
+  for (auto& c : choices_) {
+    if (c->collector.id() == id) return c.get();
+  }
+  return nullptr;
+}
+
+bool ChoiceSet::finished() const {
+  for (const auto& c : choices_) {
+    if (!c->collector.finished()) return false;
+  }
+  return true;
+}
+
+void ChoiceSet::Cancel(CancelReason reason) {
+  for (auto& c : choices_) c->collector.Cancel(reason);
+}
+
+absl::Status ChoiceSet::status() const {
+  for (const auto& c : choices_) {
+    if (c->collector.finished() && !c->collector.status().ok()) return c->collector.status();
+  }
+  return absl::OkStatus();
+}
+
+void ChoiceSet::ConsumeUnary(const RequestEvent& event) {
+  Choice* c = Find(event.id);
+  if (c == nullptr || c->collector.finished()) return;
+  Append(c->all, c->collector.Consume(event));
+  // One failed choice fails the response: the others need not run on.
+  if (c->collector.finished() && !c->collector.status().ok()) Cancel(CancelReason::kClient);
+}
+
+json ChoiceSet::Usage() const {
+  RequestUsage total = choices_.front()->collector.usage();
+  total.completion_tokens = 0;
+  total.prefill_solver = {};
+  total.decode_solver = {};
+  for (const auto& c : choices_) {
+    const RequestUsage& u = c->collector.usage();
+    total.completion_tokens += u.completion_tokens;
+    total.prefill_solver.Merge(u.prefill_solver);
+    total.decode_solver.Merge(u.decode_solver);
+  }
+  return UsageJson(total.prompt_tokens, total.completion_tokens, total);
+}
+
+json ChoiceSet::UnaryBody() {
+  json body;
+  json all_choices = json::array();
+  for (auto& c : choices_) {
+    c->all.text = echo_text_ + c->all.text;
+    json one;
+    if (c->parser) {
+      ChatDelta parsed = c->parser->Add(c->all.text);
+      AppendChat(parsed, c->parser->Finish());
+      one = c->builder.Full(c->all, FinishReasonWithTools(*c), nullptr, &parsed);
+    } else {
+      one = c->builder.Full(c->all, c->collector.finish_reason(), nullptr);
+    }
+    all_choices.push_back(std::move(one["choices"][0]));
+    if (body.is_null()) body = std::move(one);
+  }
+  body["choices"] = std::move(all_choices);
+  body["usage"] = Usage();
+  return body;
+}
+
+std::string ChoiceSet::StreamBytes(const std::vector<RequestEvent>& events) {
+  std::string out;
+  if (done_) return out;
+  for (auto& c : choices_) {
+    if (echo_text_.empty() || c->echoed) continue;
+    OutputDelta echo;
+    echo.text = echo_text_;
+    out += SseEvent(c->builder.Chunk(echo));
+    c->echoed = true;
+  }
+  for (const RequestEvent& event : events) {
+    Choice* c = Find(event.id);
+    if (c == nullptr || c->collector.finished()) continue;
+    const OutputDelta delta = c->collector.Consume(event);
+    const bool tokens = wants_tokens && !delta.tokens.empty();
+    if (c->parser) {
+      ChatDelta parsed = c->parser->Add(delta.text);
+      if (c->collector.finished() && c->collector.status().ok()) {
+        AppendChat(parsed, c->parser->Finish());
+      }
+      if (!parsed.empty() || tokens) out += SseEvent(c->builder.Chunk(delta, &parsed));
+    } else if (!delta.text.empty() || tokens) {
+      out += SseEvent(c->builder.Chunk(delta));
+    }
+    if (!c->collector.finished()) continue;
+    if (!c->collector.status().ok()) {
+      Cancel(CancelReason::kClient);
+      out += SseEvent(ErrorBody(c->collector.status()));
+      out += kSseDone;
+      done_ = true;
+      return out;
+    }
+    out += SseEvent(c->builder.FinalChunk(FinishReasonWithTools(*c)));
+    if (!finished()) continue;
+    if (include_usage) out += SseEvent(choices_.front()->builder.UsageChunk(Usage()));
+    out += kSseDone;
+    done_ = true;
+    return out;
+  }
+  return out;
+}
+
+}  // namespace ridge

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""The official `openai` Python SDK against a real `ridgeserve serve` (issue 30).
+
+Starts the server on a test checkpoint (random small weights, so the text is noise) with the tiny
+byte-level tokenizer, Qwen3's chat template (--chat-template) and --reasoning-parser qwen3, then
+drives it with the SDK: chat with tools offered, a tool call and its result sent back; streaming
+with the reasoning parser on; n = 2; stop strings; echo; /tokenize and /detokenize round trip;
+and the 400s the SDK raises as BadRequestError (unknown tool_choice function, a tool schema that
+is not an object, continue_final_message with add_generation_prompt). The model cannot be made to
+emit a <tool_call> here; parsing the model's tool calls and reasoning is covered by
+tests/server/http_chat_test.cc with a scripted engine.
+
+Needs the `openai` package (scripts/install_deps.sh installs it into .tools/); without it the check
+exits 77, which CTest reports as skipped.
+
+    python3 tests/integration/openai_sdk_check.py --server build/server/ridgeserve --repo .
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+try:
+    import openai
+except ImportError:
+    # scripts/install_deps.sh installs the SDK into the repository's .tools/ virtual environment.
+    tools_python = pathlib.Path(__file__).resolve().parents[2] / ".tools" / "bin" / "python3"
+    if tools_python.exists() and pathlib.Path(sys.executable).resolve() != tools_python.resolve():
+        os.execv(str(tools_python), [str(tools_python)] + sys.argv)
+    print("the openai package is not installed (scripts/install_deps.sh puts it in .tools/): "
+          "SDK check skipped")
+    sys.exit(77)
+
+FAILURES = []
+
+
+def check(condition, message):
+    if not condition:
+        FAILURES.append(message)
+        print("FAIL:", message)
+
+
+def tiny_tokenizer(directory):
+    """The tests' byte-level tokenizer (tests/server/tiny_tokenizer.h), written as JSON."""
+    def byte_char(b):
+        printable = lambda x: (33 <= x <= 126) or (0xA1 <= x <= 0xAC) or (0xAE <= x <= 0xFF)
+        if printable(b):
+            return chr(b)
+        return chr(256 + sum(1 for x in range(b) if not printable(x)))
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {s: i for i, s in enumerate(specials)}
+    for b in range(256):
+        vocab[byte_char(b)] = 3 + b
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                  "use_regex": False}
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": s, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, s in enumerate(specials)],
+        "normalizer": None, "pre_tokenizer": byte_level, "post_processor": None,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": []}}
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tokenizer.json").write_text(json.dumps(tokenizer))
+    (directory / "tokenizer_config.json").write_text(json.dumps(
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "add_bos_token": False}))
+
+
+def start_server(binary, repo, work):
+    log = work / "server.log"
+    args = [binary, "serve", "--model", str(repo / "tests/data/mesanet/d64_untied"),
+            "--tokenizer", str(work / "tokenizer"),
+            "--chat-template", str(repo / "tests/data/chat_templates/qwen3.jinja"),
+            "--reasoning-parser", "qwen3", "--served-model-name", "tiny", "--threads", "1",
+            "--host", "127.0.0.1", "--http-port", "0"]
+    process = subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        match = re.search(r"serving model '[^']*' on http://[0-9.]+:([0-9]+)", log.read_text())
+        if match:
+            port = int(match.group(1))
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return process, port
+            except OSError:
+                pass
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    process.kill()
+    sys.exit(f"the server did not start:\n{log.read_text()}")
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather now in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+def run_checks(client, port):
+    # Tools offered: the request is accepted and the reply parses as a ChatCompletion.
+    first = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[WEATHER], tool_choice="auto", max_tokens=8, seed=1)
+    message = first.choices[0].message
+    check(message.role == "assistant", "chat with tools: no assistant message")
+    check(first.choices[0].finish_reason in ("length", "stop", "tool_calls"),
+          f"chat with tools: finish_reason {first.choices[0].finish_reason}")
+    for call in message.tool_calls or []:
+        check(call.type == "function" and isinstance(json.loads(call.function.arguments), dict),
+              "a parsed tool call is not a function call with JSON arguments")
+
+    # The assistant's tool call and the tool's result sent back; a final answer comes.
+    final = client.chat.completions.create(model="tiny", max_tokens=8, tools=[WEATHER], messages=[
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C, clear"}])
+    check(isinstance(final.choices[0].message.content, str), "no answer after the tool result")
+    check(final.usage.prompt_tokens > 100, "the tool result conversation rendered too short")
+
+    # Streaming with the reasoning parser on, thinking switched off by the template.
+    chunks = list(client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=6, stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}, "ignore_eos": True}))
+    check(chunks[0].choices[0].delta.role == "assistant", "stream: no role in the first chunk")
+    check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6,
+          "stream: usage missing or wrong")
+    streamed = "".join((c.choices[0].delta.content or "") + (getattr(
+        c.choices[0].delta, "reasoning_content", None) or "") for c in chunks if c.choices)
+    check(len(streamed) > 0, "stream: no text")
+
+    # n = 2: two choices, indexed, usage summed.
+    two = client.completions.create(model="tiny", prompt="Once", max_tokens=4, n=2, seed=7,
+                                    extra_body={"ignore_eos": True})
+    check([c.index for c in two.choices] == [0, 1], "n=2: choices not indexed 0, 1")
+    check(two.usage.completion_tokens == 8, "n=2: completion tokens not summed")
+
+    # echo and /tokenize + /detokenize round trip (vLLM's routes, via the SDK's raw POST).
+    echoed = client.completions.create(model="tiny", prompt="Echo me", max_tokens=2, echo=True)
+    check(echoed.choices[0].text.startswith("Echo me"), "echo: the prompt is not in front")
+    root = f"http://127.0.0.1:{port}"
+    tokens = json.loads(client.post(f"{root}/tokenize", body={"prompt": "Héllo"}, cast_to=str))
+    check(tokens["count"] == len("Héllo".encode()), f"tokenize: {tokens}")
+    text = json.loads(client.post(f"{root}/detokenize", body={"tokens": tokens["tokens"]},
+                                  cast_to=str))
+    check(text["prompt"] == "Héllo", f"detokenize: {text}")
+
+    # Bad requests are BadRequestError naming the field.
+    bad = [({"tools": [WEATHER], "tool_choice": {"type": "function",
+                                                "function": {"name": "launch"}}}, "tool_choice"),
+           ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]},
+            "tools"),
+           ({"extra_body": {"continue_final_message": True}}, "continue_final_message")]
+    for extra, param in bad:
+        try:
+            client.chat.completions.create(model="tiny", max_tokens=2,
+                                           messages=[{"role": "user", "content": "x"}], **extra)
+            check(False, f"{param}: no error")
+        except openai.BadRequestError as e:
+            check(e.body is not None and e.body.get("param") == param,
+                  f"{param}: error names {e.body}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--repo", default=".")
+    args = parser.parse_args()
+    repo = pathlib.Path(args.repo).resolve()
+    with tempfile.TemporaryDirectory(prefix="ridge_sdk_") as tmp:
+        work = pathlib.Path(tmp)
+        tiny_tokenizer(work / "tokenizer")
+        process, port = start_server(args.server, repo, work)
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                                   max_retries=0, timeout=60)
+            run_checks(client, port)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    if FAILURES:
+        sys.exit(f"{len(FAILURES)} SDK check(s) failed")
+    print(f"openai {openai.__version__} SDK checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+// A scripted GenerationBackend for the HTTP tests: no model, text chosen by the test.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/generation_backend.h"
+#include "tests/server/tiny_tokenizer.h"
+
+namespace ridge::testing {
+
+constexpr char kScript[] = "Hello world, this is ridgeserve speaking. ";
+
+// Emits the bytes of `script` (kScript unless a test sets it; as tiny-tokenizer ids), one token
+// per event every `interval`, up to max_tokens, then finishes with `finish_reason` ("length"
+// unless a test sets it). Cancel ends a request with kCancelled.
+class FakeBackend final : public GenerationBackend {
+ public:
+  ~FakeBackend() override {
+    for (auto& t : threads_) t.join();
+  }
+
+  absl::StatusOr<RequestId> Submit(EngineRequest request,
+                                   std::shared_ptr<RequestSink> sink) override {
+    if (!reject.ok()) return reject;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const RequestId id = next_id_++;
+    last_request = request;
+    all_requests.push_back(request);
+    ++running_;
+    threads_.emplace_back([this, id, request, sink] { Generate(id, request, sink); });
+    return id;
+  }
+
+  void Cancel(RequestId id, CancelReason reason = CancelReason::kClient) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_[id] = true;
+    ++cancels;
+    if (reason == CancelReason::kStopString) ++stop_string_cancels;
+  }
+
+  EngineSnapshot Snapshot() const override {
+    EngineSnapshot s;
+    s.running = s.slots_used = running_;
+    s.slots_total = 4;
+    return s;
+  }
+
+  absl::Status reject;
+  std::chrono::milliseconds interval{1};
+  std::atomic<int> cancels{0};
+  std::atomic<int> stop_string_cancels{0};
+  EngineRequest last_request;
+  std::vector<EngineRequest> all_requests;  // every Submit, in order
+  std::string script = kScript;             // set before the first request
+  FinishReason finish_reason = FinishReason::kLength;
+
+ private:
+  bool IsCancelled(RequestId id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cancelled_[id];
+  }
+
+  void Generate(RequestId id, EngineRequest request, std::shared_ptr<RequestSink> sink) {
+    RequestEvent last;
+    last.id = id;
+    last.finished = true;
+    last.finish_reason = finish_reason;
+    last.usage.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+    int32_t i = 0;
+    for (; i < request.sampling.max_tokens; ++i) {
+      std::this_thread::sleep_for(interval);
+      if (IsCancelled(id)) break;
+      RequestEvent event;
+      event.id = id;
+      const int32_t token = TinyTokenId(static_cast<unsigned char>(script[i % script.size()]));
+      event.tokens = {token};
+      if (request.logprobs) event.logprobs = {{token, -0.5f, {{token, -0.5f}}}};
+      sink->OnEvent(std::move(event));
+    }
+    if (IsCancelled(id)) {
+      last.finish_reason = FinishReason::kCancelled;
+      last.status = absl::CancelledError("cancelled by the client");
+    }
+    last.usage.completion_tokens = i;
+    last.usage.decode_solver.Add({5, 1e-3f, false});
+    --running_;
+    sink->OnEvent(std::move(last));
+  }
+
+  std::mutex mutex_;
+  RequestId next_id_ = 1;
+  std::map<RequestId, bool> cancelled_;
+  std::vector<std::thread> threads_;
+  std::atomic<int64_t> running_{0};
+};
+
+}  // namespace ridge::testing

@@ -1,0 +1,209 @@
+// Chat through a real checkpoint template (Qwen3's) over HTTP, against the scripted fake engine:
+// tools and tool results rendered into the prompt, enable_thinking, the model's <think> text as
+// reasoning_content and its <tool_call> blocks as OpenAI tool_calls (unary and streamed), and the
+// 400s for requests or conversations the template cannot take.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server/http_server.h"
+#include "tests/server/fake_backend.h"
+#include "tests/server/http_test_client.h"
+#include "tests/server/tiny_tokenizer.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+using testing::PostJson;
+using testing::PostStream;
+
+std::string ReadTemplate(const std::string& file) {
+  std::ifstream in(std::filesystem::path(RIDGE_TEST_DATA_DIR) / "chat_templates" / file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const json kWeatherTool = json::parse(R"({"type": "function", "function": {
+    "name": "get_weather", "description": "Weather now.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}})");
+
+class HttpChatTest : public ::testing::Test {
+ protected:
+  virtual std::string TemplateFile() const { return "qwen3.jinja"; }
+  void SetUp() override {
+    tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
+                                      testing::TinyTokenizerConfigJson().dump());
+    auto chat = ChatTemplate::FromSource(TemplateFile(), ReadTemplate(TemplateFile()),
+                                         ChatSpecialTokens::FromConfig(tokenizer_->config()));
+    ASSERT_TRUE(chat.ok()) << chat.status();
+    chat_ = std::make_unique<ChatTemplate>(*chat);
+    HttpServerOptions options;
+    options.model_id = "tiny";
+    options.limits.vocab_size = 512;
+    options.limits.max_new_tokens = 1000;
+    options.reasoning_parser = "qwen3";
+    server_ =
+        std::make_unique<HttpServer>(&backend_, tokenizer_.get(), chat_.get(), nullptr, options);
+    auto port = server_->Bind("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.status();
+    thread_ = std::thread([this] { server_->Run(); });
+    server_->SetReady(true);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
+    client_->set_read_timeout(10, 0);
+  }
+  void TearDown() override {
+    server_->Stop();
+    thread_.join();
+  }
+  std::string LastPrompt() { return *tokenizer_->Decode(backend_.last_request.prompt, false); }
+  // The fake engine says `text` and stops as at EOS.
+  json Says(const std::string& text, json body) {
+    backend_.script = text;
+    backend_.finish_reason = FinishReason::kEos;
+    body["max_tokens"] = text.size();
+    return body;
+  }
+
+  testing::FakeBackend backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+constexpr char kCallingOutput[] =
+    "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+    "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+
+TEST_F(HttpChatTest, ToolsRenderAndToolCallsComeBackParsed) {
+  const json body = Says(kCallingOutput, {{"messages", {{{"role", "user"}, {"content", "Paris?"}}}},
+                                          {"tools", {kWeatherTool}}});
+  const auto r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string prompt = LastPrompt();
+  EXPECT_NE(prompt.find("# Tools\n\nYou may call one or more functions"), std::string::npos);
+  // The tool's schema as tojson writes it (this test's nlohmann::json sends the keys sorted).
+  EXPECT_NE(prompt.find(R"({"function": {"description": "Weather now.", "name": "get_weather", )"
+                        R"("parameters": {"properties": {"city": {"type": "string"}}, )"
+                        R"("type": "object"}}, "type": "function"})"),
+            std::string::npos)
+      << prompt;
+  const std::string tail = "<|im_start|>user\nParis?<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail);
+  const json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["reasoning_content"], "\nThe user wants weather.\n");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["id"].get<std::string>().substr(0, 14), "chatcmpl-tool-");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], "{\"city\": \"Paris\"}");
+
+  // Streamed: reasoning deltas, then one delta with the whole call, then "tool_calls".
+  json stream_body = body;
+  stream_body["stream"] = true;
+  const auto s = PostStream(*client_, "/v1/chat/completions", stream_body);
+  ASSERT_EQ(s.status, 200) << s.raw;
+  std::string reasoning, content;
+  json calls = json::array();
+  for (const json& chunk : s.chunks) {
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"];
+    if (delta.contains("content")) content += delta["content"];
+    if (delta.contains("tool_calls")) {
+      for (const json& c : delta["tool_calls"]) calls.push_back(c);
+    }
+  }
+  EXPECT_EQ(reasoning, "\nThe user wants weather.\n");
+  EXPECT_EQ(content, "\n\n");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST_F(HttpChatTest, ToolResultsAndThinkingSwitchReachTheTemplate) {
+  const json messages = json::parse(R"([
+      {"role": "user", "content": "Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}])");
+  const auto r =
+      PostJson(*client_, "/v1/chat/completions",
+               Says("It is 18 C.", {{"messages", messages},
+                                    {"tools", {kWeatherTool}},
+                                    {"chat_template_kwargs", {{"enable_thinking", false}}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string prompt = LastPrompt();
+  EXPECT_NE(prompt.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                        "\"Paris\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+                        "18 C\n</tool_response><|im_end|>\n"),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(prompt.substr(prompt.size() - 19), "<think>\n\n</think>\n\n");
+  const json& message = r.body["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "It is 18 C.");
+  EXPECT_TRUE(message["reasoning_content"].is_null());
+  EXPECT_FALSE(message.contains("tool_calls"));
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(HttpChatTest, MalformedToolCallIsPlainContentAndToolChoiceNoneParsesNothing) {
+  const std::string bad = "<tool_call>\n{\"name\": \"get_weather\", oops}\n</tool_call>";
+  const json base = {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                     {"tools", {kWeatherTool}}};
+  auto r = PostJson(*client_, "/v1/chat/completions", Says(bad, base));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], bad);
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+  json none = Says(kCallingOutput, base);
+  none["tool_choice"] = "none";
+  r = PostJson(*client_, "/v1/chat/completions", none);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(r.body["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_NE(r.body["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"),
+            std::string::npos);
+}
+
+TEST_F(HttpChatTest, BadToolRequestsAre400NamingTheField) {
+  const json messages = {{{"role", "user"}, {"content", "x"}}};
+  auto r = PostJson(*client_, "/v1/chat/completions",
+                    {{"messages", messages},
+                     {"tools", {kWeatherTool}},
+                     {"tool_choice", {{"type", "function"}, {"function", {{"name", "launch"}}}}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "tool_choice");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("'launch'"), std::string::npos);
+  json bad_tool = kWeatherTool;
+  bad_tool["function"]["parameters"] = "a string";
+  r = PostJson(*client_, "/v1/chat/completions", {{"messages", messages}, {"tools", {bad_tool}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "tools");
+}
+
+class HttpChatGemmaTest : public HttpChatTest {
+ protected:
+  std::string TemplateFile() const override { return "gemma2.jinja"; }
+};
+
+TEST_F(HttpChatGemmaTest, ATemplateRefusalIs400WithItsMessage) {
+  const auto r =
+      PostJson(*client_, "/v1/chat/completions",
+               {{"messages",
+                 {{{"role", "system"}, {"content", "x"}}, {{"role", "user"}, {"content", "y"}}}}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.body["error"]["param"], "messages");
+  EXPECT_EQ(r.body["error"]["message"],
+            "chat template 'gemma2.jinja': the template raised: System role not supported");
+}
+
+}  // namespace
+}  // namespace ridge

@@ -1,0 +1,152 @@
+// The rest of the OpenAI / vLLM surface over HTTP, against the scripted fake engine: n choices
+// (each its own request, seeds offset), echo, include_stop_str_in_output, POST /tokenize and
+// POST /detokenize.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "server/http_server.h"
+#include "tests/server/fake_backend.h"
+#include "tests/server/http_test_client.h"
+#include "tests/server/tiny_tokenizer.h"
+
+namespace ridge {
+namespace {
+
+using nlohmann::json;
+using testing::PostJson;
+using testing::PostStream;
+
+class HttpSurfaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
+                                      testing::TinyTokenizerConfigJson().dump());
+    auto chat = LoadChatTemplate(tokenizer_->config());
+    ASSERT_TRUE(chat.ok()) << chat.status();
+    chat_ = std::make_unique<ChatTemplate>(*chat);
+    HttpServerOptions options;
+    options.model_id = "tiny";
+    options.limits.vocab_size = 512;
+    options.max_prompt_tokens = 100;
+    server_ =
+        std::make_unique<HttpServer>(&backend_, tokenizer_.get(), chat_.get(), nullptr, options);
+    auto port = server_->Bind("127.0.0.1", 0);
+    ASSERT_TRUE(port.ok()) << port.status();
+    thread_ = std::thread([this] { server_->Run(); });
+    server_->SetReady(true);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
+    client_->set_read_timeout(10, 0);
+  }
+  void TearDown() override {
+    server_->Stop();
+    thread_.join();
+  }
+
+  testing::FakeBackend backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(HttpSurfaceTest, NChoicesAreIndependentRequestsWithOffsetSeeds) {
+  const auto r = PostJson(*client_, "/v1/chat/completions",
+                          {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_tokens", 5},
+                           {"n", 3},
+                           {"seed", 40}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.body["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.body["choices"][i]["index"], i);
+    EXPECT_EQ(r.body["choices"][i]["message"]["content"], "Hello");
+  }
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 15);
+  EXPECT_EQ(r.body["usage"]["total_tokens"], r.body["usage"]["prompt_tokens"].get<int>() + 15);
+  ASSERT_EQ(backend_.all_requests.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(backend_.all_requests[i].sampling.seed, 40u + i);
+
+  // Streamed: every choice's deltas and its own finish, usage once, then [DONE].
+  const auto s = PostStream(*client_, "/v1/completions",
+                            {{"prompt", "x"},
+                             {"max_tokens", 4},
+                             {"n", 2},
+                             {"stream", true},
+                             {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(s.status, 200) << s.raw;
+  EXPECT_TRUE(s.done);
+  std::string text[2];
+  int finishes = 0;
+  for (const json& chunk : s.chunks) {
+    for (const json& choice : chunk["choices"]) {
+      text[choice["index"].get<int>()] += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) ++finishes;
+    }
+  }
+  EXPECT_EQ(text[0], "Hell");
+  EXPECT_EQ(text[1], "Hell");
+  EXPECT_EQ(finishes, 2);
+  EXPECT_EQ(s.chunks.back()["usage"]["completion_tokens"], 8);
+}
+
+TEST_F(HttpSurfaceTest, EchoAndIncludeStopString) {
+  auto r = PostJson(*client_, "/v1/completions",
+                    {{"prompt", "Say: "}, {"max_tokens", 5}, {"echo", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["choices"][0]["text"], "Say: Hello");
+  const auto s =
+      PostStream(*client_, "/v1/completions",
+                 {{"prompt", "Say: "}, {"max_tokens", 5}, {"echo", true}, {"stream", true}});
+  ASSERT_EQ(s.status, 200);
+  EXPECT_EQ(s.chunks.front()["choices"][0]["text"], "Say: ");
+  EXPECT_EQ(testing::StreamText(s), "Say: Hello");
+
+  r = PostJson(*client_, "/v1/completions",
+               {{"prompt", "x"}, {"max_tokens", 20}, {"stop", "world"}});
+  EXPECT_EQ(r.body["choices"][0]["text"], "Hello ");
+  r = PostJson(*client_, "/v1/completions",
+               {{"prompt", "x"},
+                {"max_tokens", 20},
+                {"stop", "world"},
+                {"include_stop_str_in_output", true}});
+  EXPECT_EQ(r.body["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(HttpSurfaceTest, TokenizeAndDetokenizeRoundTrip) {
+  auto r = PostJson(*client_, "/tokenize", {{"prompt", "Hi!"}, {"return_token_strs", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["count"], 3);
+  EXPECT_EQ(r.body["max_model_len"], 100);
+  EXPECT_EQ(r.body["tokens"], json({testing::TinyTokenId('H'), testing::TinyTokenId('i'),
+                                    testing::TinyTokenId('!')}));
+  EXPECT_EQ(r.body["token_strs"], json({"H", "i", "!"}));
+  const auto back = PostJson(*client_, "/detokenize", {{"tokens", r.body["tokens"]}});
+  ASSERT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(back.body["prompt"], "Hi!");
+
+  // The chat form renders the template first (and adds no special tokens of its own).
+  r = PostJson(*client_, "/tokenize", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto text = PostJson(*client_, "/detokenize", {{"tokens", r.body["tokens"]}});
+  EXPECT_EQ(text.body["prompt"],
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi"
+            "<|im_end|>\n<|im_start|>assistant\n");
+
+  r = PostJson(*client_, "/detokenize", {{"tokens", {1, 100000}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "tokens");
+  r = PostJson(*client_, "/tokenize", {{"prompt", 5}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "prompt");
+  r = PostJson(*client_, "/tokenize", {{"prompt", "x"}, {"model", "other"}});
+  EXPECT_EQ(r.status, 404);
+  const auto get = client_->Get("/tokenize");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+}
+
+}  // namespace
+}  // namespace ridge
