@@ -161,11 +161,12 @@ absl::StatusOr<Value> SortFilter(const Value& subject, CallArgs& args, bool uniq
   Array out;
   if (unique_only) {
     std::vector<Value> seen;
-    for (auto& [key, item] : keyed) {
+    for (auto& entry : keyed) {
+      const Value& key = entry.first;  // (clang 14 cannot capture a structured binding)
       if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return s.Equals(key); }))
         continue;
       seen.push_back(key);
-      out.push_back(item);
+      out.push_back(entry.second);
     }
     return Value(std::move(out));
   }
