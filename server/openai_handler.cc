@@ -199,17 +199,27 @@ void OpenAiHandler::Handle(ApiKind kind, const httplib::Request& request,
   choices->include_usage = prepared->api.include_usage;
   choices->wants_tokens =
       prepared->api.logprobs || prepared->api.return_token_ids || tokenizer_ == nullptr;
+  // A client that hangs up cancels its requests within a poll, also while its prompt is still
+  // being prefilled and nothing has been written to it.
+  const ConnectionWatch watch = ConnectionWatch::ForPeer(request.remote_addr, request.remote_port);
   if (prepared->api.stream) {
-    Stream(std::move(choices), std::move(queue), response);
+    Stream(std::move(choices), std::move(queue), watch, response);
   } else {
-    Reply(*choices, *queue, response);
+    Reply(*choices, *queue, watch, response);
   }
 }
 
-void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, httplib::Response& response) {
+void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, const ConnectionWatch& watch,
+                          httplib::Response& response) {
   ActiveRequests::Guard guard(active_);
+  bool client_gone = false;
   while (!choices.finished()) {
     if (cancel_all_->load()) choices.Cancel(CancelReason::kShutdown);
+    if (!client_gone && watch.ClientGone()) {
+      client_gone = true;
+      Log(LogLevel::kDebug, "client closed its connection: cancelling its requests");
+      choices.Cancel(CancelReason::kClient);
+    }
     for (const RequestEvent& event : queue.Wait(kPoll)) choices.ConsumeUnary(event);
   }
   if (!choices.status().ok()) return Fail(choices.status(), response);
@@ -220,16 +230,17 @@ void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, httplib::Respon
 // provider, so it lives until the response is done or the client is gone.
 struct OpenAiHandler::StreamState {
   StreamState(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-              ActiveRequests* active)
-      : choices(std::move(choices)), queue(std::move(queue)), guard(active) {}
+              ConnectionWatch watch, ActiveRequests* active)
+      : choices(std::move(choices)), queue(std::move(queue)), watch(watch), guard(active) {}
   std::shared_ptr<ChoiceSet> choices;
   std::shared_ptr<EventQueue> queue;
+  ConnectionWatch watch;
   ActiveRequests::Guard guard;
 };
 
 void OpenAiHandler::Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-                           httplib::Response& response) {
-  auto state = std::make_shared<StreamState>(std::move(choices), std::move(queue), active_);
+                           const ConnectionWatch& watch, httplib::Response& response) {
+  auto state = std::make_shared<StreamState>(std::move(choices), std::move(queue), watch, active_);
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");
   response.set_chunked_content_provider(
@@ -241,6 +252,9 @@ void OpenAiHandler::Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<E
           return true;
         }
         if (cancel_all->load()) choices.Cancel(CancelReason::kShutdown);
+        // Gone before anything could fail to be written (a silent prefill): end the response;
+        // the releaser cancels.
+        if (state->watch.ClientGone()) return false;
         const std::string bytes = choices.StreamBytes(state->queue->Wait(kPoll));
         // A failed write means the client is gone: returning false ends the response, and the
         // releaser cancels the engine requests.

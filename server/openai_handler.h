@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/request.h"
 #include "server/active_requests.h"
+#include "server/connection_watch.h"
 #include "server/generation_backend.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
@@ -45,9 +46,10 @@ class OpenAiHandler {
  private:
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
   struct StreamState;
-  void Reply(class ChoiceSet& choices, class EventQueue& queue, httplib::Response& response);
+  void Reply(class ChoiceSet& choices, class EventQueue& queue, const ConnectionWatch& watch,
+             httplib::Response& response);
   void Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-              httplib::Response& response);
+              const ConnectionWatch& watch, httplib::Response& response);
   void Fail(const absl::Status& status, httplib::Response& response) const;
 
   GenerationBackend* backend_;

@@ -247,6 +247,30 @@ TEST_F(HttpIntegrationTest, ClosingTheStreamCancelsAndFreesTheSlot) {
                             cancelled_before + 1));
 }
 
+// A non-streaming request whose client hangs up is cancelled (it used to run to the end, counted
+// ok): once while it decodes, once while a long prompt is still prefilling.
+TEST_F(HttpIntegrationTest, ClosingAUnaryRequestCancelsIt) {
+  ASSERT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0));
+  for (const int prompt_tokens : {1, 4000}) {
+    const double cancelled_before =
+        MetricValue(Metrics(*client_), "ridgeserve_requests_total{status=\"cancelled\"}");
+    std::vector<int> prompt(prompt_tokens);
+    for (int i = 0; i < prompt_tokens; ++i) prompt[i] = 5 + (i * 7) % 100;
+    {
+      auto unary_client = Client(*server_);
+      unary_client->set_read_timeout(0, 300000);  // gives up (and closes) after 0.3 s
+      const auto r = PostJson(*unary_client, "/v1/completions",
+                              {{"prompt", prompt}, {"max_tokens", 60000}, {"ignore_eos", true}});
+      EXPECT_EQ(r.status, 0) << "expected no answer within 0.3 s, got " << r.status;
+      unary_client->stop();
+    }
+    EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_requests_total{status=\"cancelled\"}",
+                              cancelled_before + 1))
+        << prompt_tokens << " prompt tokens: " << Metrics(*client_);
+    EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0)) << Metrics(*client_);
+  }
+}
+
 TEST_F(HttpIntegrationTest, DeadlineExpiry) {
   const auto r = PostJson(
       *client_, "/v1/completions",
