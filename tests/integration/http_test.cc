@@ -247,8 +247,8 @@ TEST_F(HttpIntegrationTest, ClosingTheStreamCancelsAndFreesTheSlot) {
                             cancelled_before + 1));
 }
 
-// A non-streaming request whose client hangs up is cancelled (it used to run to the end, counted
-// ok): once while it decodes, once while a long prompt is still prefilling.
+// A request whose client hangs up is cancelled, non-streaming (it used to run to the end, counted
+// ok) and streamed: once while it decodes, once while a long prompt is still prefilling.
 TEST_F(HttpIntegrationTest, ClosingAUnaryRequestCancelsIt) {
   ASSERT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0));
   for (const int prompt_tokens : {1, 4000}) {
@@ -267,6 +267,20 @@ TEST_F(HttpIntegrationTest, ClosingAUnaryRequestCancelsIt) {
     EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_requests_total{status=\"cancelled\"}",
                               cancelled_before + 1))
         << prompt_tokens << " prompt tokens: " << Metrics(*client_);
+    EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0)) << Metrics(*client_);
+    // The same streamed: the client gives up before (or right after) the first chunk.
+    {
+      auto stream_client = Client(*server_);
+      stream_client->set_read_timeout(0, 300000);
+      PostStream(
+          *stream_client, "/v1/completions",
+          {{"prompt", prompt}, {"max_tokens", 60000}, {"ignore_eos", true}, {"stream", true}},
+          [](const nlohmann::json&) { return false; });
+      stream_client->stop();
+    }
+    EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_requests_total{status=\"cancelled\"}",
+                              cancelled_before + 2))
+        << prompt_tokens << " prompt tokens, streamed: " << Metrics(*client_);
     EXPECT_TRUE(WaitForMetric(*client_, "ridgeserve_state_slots_used", 0)) << Metrics(*client_);
   }
 }
