@@ -92,9 +92,10 @@ absl::StatusOr<json> DetokenizeRequest(const TokenizeContext& context, const std
     const json& v = (*tokens)[i];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
         v.get<int64_t>() >= context.tokenizer->vocab_size()) {
-      return FieldError("tokens",
-                        absl::StrCat("tokens[", i, "] must be a token id in [0, ",
-                                     context.tokenizer->vocab_size(), "), got ", v.dump()));
+      return WithParam(absl::InvalidArgumentError(
+                           absl::StrCat("tokens[", i, "] must be a token id in [0, ",
+                                        context.tokenizer->vocab_size(), "), got ", v.dump())),
+                       "tokens");
     }
     ids.push_back(v.get<int32_t>());
   }

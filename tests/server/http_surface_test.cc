@@ -138,6 +138,9 @@ TEST_F(HttpSurfaceTest, TokenizeAndDetokenizeRoundTrip) {
   r = PostJson(*client_, "/detokenize", {{"tokens", {1, 100000}}});
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body["error"]["param"], "tokens");
+  EXPECT_EQ(r.body["error"]["message"].get<std::string>().rfind("tokens[1] must be a token id", 0),
+            0u)
+      << r.body;
   r = PostJson(*client_, "/tokenize", {{"prompt", 5}});
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body["error"]["param"], "prompt");
