@@ -35,11 +35,12 @@ bool PeerOf(int fd, std::string* address, int* port) {
 
 }  // namespace
 
-ConnectionWatch ConnectionWatch::ForPeer(const std::string& remote_addr, int remote_port) {
-  ConnectionWatch watch;
-  if (remote_port <= 0) return watch;
+bool ConnectionWatch::found() {
+  if (looked_) return fd_ >= 0;
+  looked_ = true;
+  if (remote_port_ <= 0) return false;
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return watch;
+  if (dir == nullptr) return false;
   const int listing = dirfd(dir);
   while (const dirent* entry = readdir(dir)) {
     char* end = nullptr;
@@ -47,18 +48,18 @@ ConnectionWatch ConnectionWatch::ForPeer(const std::string& remote_addr, int rem
     if (end == entry->d_name || *end != '\0' || fd == listing) continue;
     std::string address;
     int port = 0;
-    if (PeerOf(static_cast<int>(fd), &address, &port) && port == remote_port &&
-        address == remote_addr) {
-      watch.fd_ = static_cast<int>(fd);
+    if (PeerOf(static_cast<int>(fd), &address, &port) && port == remote_port_ &&
+        address == remote_addr_) {
+      fd_ = static_cast<int>(fd);
       break;
     }
   }
   closedir(dir);
-  return watch;
+  return fd_ >= 0;
 }
 
-bool ConnectionWatch::ClientGone() const {
-  if (fd_ < 0) return false;
+bool ConnectionWatch::ClientGone() {
+  if (!found()) return false;
   pollfd p{.fd = fd_, .events = POLLRDHUP, .revents = 0};
   if (poll(&p, 1, 0) <= 0) return false;
   return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;

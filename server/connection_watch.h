@@ -8,22 +8,28 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace ridge {
 
 class ConnectionWatch {
  public:
-  // The connected TCP socket of this process whose peer is remote_addr:remote_port (IPv4 or
-  // IPv6 text, as cpp-httplib gives it); a watch that never reports the client gone when there
-  // is none.
-  static ConnectionWatch ForPeer(const std::string& remote_addr, int remote_port);
+  // Watches the connected TCP socket of this process whose peer is remote_addr:remote_port
+  // (IPv4 or IPv6 text, as cpp-httplib gives it). The socket is looked for on first use (a scan
+  // of the open descriptors, so a request that never asks pays nothing); where there is none,
+  // the watch never reports the client gone.
+  ConnectionWatch(std::string remote_addr, int remote_port)
+      : remote_addr_(std::move(remote_addr)), remote_port_(remote_port) {}
 
-  bool found() const { return fd_ >= 0; }
+  bool found();
   // True once the peer closed its side or reset the connection (data still unread, such as a
   // pipelined next request, does not count).
-  bool ClientGone() const;
+  bool ClientGone();
 
  private:
+  std::string remote_addr_;
+  int remote_port_;
+  bool looked_ = false;
   int fd_ = -1;
 };
 

@@ -201,26 +201,28 @@ void OpenAiHandler::Handle(ApiKind kind, const httplib::Request& request,
       prepared->api.logprobs || prepared->api.return_token_ids || tokenizer_ == nullptr;
   // A client that hangs up cancels its requests within a poll, also while its prompt is still
   // being prefilled and nothing has been written to it.
-  const ConnectionWatch watch = ConnectionWatch::ForPeer(request.remote_addr, request.remote_port);
+  ConnectionWatch watch(request.remote_addr, request.remote_port);
   if (prepared->api.stream) {
-    Stream(std::move(choices), std::move(queue), watch, response);
+    Stream(std::move(choices), std::move(queue), std::move(watch), response);
   } else {
     Reply(*choices, *queue, watch, response);
   }
 }
 
-void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, const ConnectionWatch& watch,
+void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, ConnectionWatch& watch,
                           httplib::Response& response) {
   ActiveRequests::Guard guard(active_);
   bool client_gone = false;
   while (!choices.finished()) {
     if (cancel_all_->load()) choices.Cancel(CancelReason::kShutdown);
-    if (!client_gone && watch.ClientGone()) {
+    for (const RequestEvent& event : queue.Wait(kPoll)) choices.ConsumeUnary(event);
+    // Asked only of a request still running after a wait: one done at once never looks for its
+    // socket.
+    if (!client_gone && !choices.finished() && watch.ClientGone()) {
       client_gone = true;
       Log(LogLevel::kDebug, "client closed its connection: cancelling its requests");
       choices.Cancel(CancelReason::kClient);
     }
-    for (const RequestEvent& event : queue.Wait(kPoll)) choices.ConsumeUnary(event);
   }
   if (!choices.status().ok()) return Fail(choices.status(), response);
   response.set_content(Dump(choices.UnaryBody()), "application/json");
@@ -231,7 +233,10 @@ void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, const Connectio
 struct OpenAiHandler::StreamState {
   StreamState(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
               ConnectionWatch watch, ActiveRequests* active)
-      : choices(std::move(choices)), queue(std::move(queue)), watch(watch), guard(active) {}
+      : choices(std::move(choices)),
+        queue(std::move(queue)),
+        watch(std::move(watch)),
+        guard(active) {}
   std::shared_ptr<ChoiceSet> choices;
   std::shared_ptr<EventQueue> queue;
   ConnectionWatch watch;
@@ -239,8 +244,9 @@ struct OpenAiHandler::StreamState {
 };
 
 void OpenAiHandler::Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-                           const ConnectionWatch& watch, httplib::Response& response) {
-  auto state = std::make_shared<StreamState>(std::move(choices), std::move(queue), watch, active_);
+                           ConnectionWatch watch, httplib::Response& response) {
+  auto state = std::make_shared<StreamState>(std::move(choices), std::move(queue), std::move(watch),
+                                             active_);
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");
   response.set_chunked_content_provider(
@@ -252,10 +258,10 @@ void OpenAiHandler::Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<E
           return true;
         }
         if (cancel_all->load()) choices.Cancel(CancelReason::kShutdown);
-        // Gone before anything could fail to be written (a silent prefill): end the response;
-        // the releaser cancels.
-        if (state->watch.ClientGone()) return false;
         const std::string bytes = choices.StreamBytes(state->queue->Wait(kPoll));
+        // Nothing to write (a silent prefill), so no failed write can tell that the client is
+        // gone: ask its socket, and end the response if so (the releaser cancels).
+        if (bytes.empty() && !choices.done() && state->watch.ClientGone()) return false;
         // A failed write means the client is gone: returning false ends the response, and the
         // releaser cancels the engine requests.
         if (!bytes.empty() && !sink.write(bytes.data(), bytes.size())) return false;

@@ -46,10 +46,10 @@ class OpenAiHandler {
  private:
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
   struct StreamState;
-  void Reply(class ChoiceSet& choices, class EventQueue& queue, const ConnectionWatch& watch,
+  void Reply(class ChoiceSet& choices, class EventQueue& queue, ConnectionWatch& watch,
              httplib::Response& response);
   void Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-              const ConnectionWatch& watch, httplib::Response& response);
+              ConnectionWatch watch, httplib::Response& response);
   void Fail(const absl::Status& status, httplib::Response& response) const;
 
   GenerationBackend* backend_;

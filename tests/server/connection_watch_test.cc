@@ -33,8 +33,7 @@ TEST(ConnectionWatchTest, SeesTheClientLeave) {
   length = sizeof(client_address);
   ASSERT_EQ(getsockname(client, reinterpret_cast<sockaddr*>(&client_address), &length), 0);
 
-  const ConnectionWatch watch =
-      ConnectionWatch::ForPeer("127.0.0.1", ntohs(client_address.sin_port));
+  ConnectionWatch watch("127.0.0.1", ntohs(client_address.sin_port));
   ASSERT_TRUE(watch.found());
   EXPECT_FALSE(watch.ClientGone());
   ASSERT_EQ(write(client, "GET / HTTP/1.1\r\n", 16), 16);  // a pipelined request, unread
@@ -48,7 +47,7 @@ TEST(ConnectionWatchTest, SeesTheClientLeave) {
   }
   EXPECT_TRUE(gone);
 
-  const ConnectionWatch nobody = ConnectionWatch::ForPeer("127.0.0.1", 1);
+  ConnectionWatch nobody("127.0.0.1", 1);
   EXPECT_FALSE(nobody.found());
   EXPECT_FALSE(nobody.ClientGone());
   close(accepted);
