@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "models/checkpoint.h"
+#include "tests/support/run_command.h"
 
 namespace ridge {
 namespace {
@@ -24,15 +25,9 @@ struct Output {
 };
 
 Output RunRidgeserve(const std::string& args, bool with_stderr = true) {
-  const std::string command =
-      std::string(RIDGESERVE_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string text;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+  auto [exit_code, text] =
+      testing::RunCommand(std::string(RIDGESERVE_BINARY) + " " + args, with_stderr);
+  return {exit_code, std::move(text)};
 }
 
 std::vector<float> ReadFloats(const std::filesystem::path& path) {

@@ -21,6 +21,7 @@
 #include "models/mesanet_model.h"
 #include "ridgeserve/v1/generation.grpc.pb.h"
 #include "server/grpc_service.h"
+#include "tests/support/run_command.h"
 #include "tests/support/tiny_tokenizer.h"
 
 namespace ridge {
@@ -404,16 +405,7 @@ TEST_F(GrpcServerTest, HealthCheck) {
   EXPECT_EQ(HealthStatus(channel, "no.such.Service"), -static_cast<int>(grpc::NOT_FOUND));
 }
 
-std::pair<int, std::string> RunCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, output};
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using testing::RunCommand;
 
 TEST_F(GrpcServerTest, ExampleClient) {
   const std::string client =

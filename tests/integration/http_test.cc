@@ -18,6 +18,7 @@
 #include "tests/server/documented_metrics.h"
 #include "tests/server/http_test_client.h"
 #include "tests/server/tiny_tokenizer.h"
+#include "tests/support/run_command.h"
 
 namespace ridge {
 namespace {
@@ -350,14 +351,7 @@ TEST_F(HttpIntegrationTest, MetricsHaveTheDocumentedNamesAndPassPromtool) {
   const auto file = TempDir() / "metrics.txt";
   std::ofstream(file) << text;
   // promtool exits 1 on a malformed exposition and 3 on naming-convention lint: both fail.
-  const std::string command = "promtool check metrics < " + file.string() + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-  const int status = pclose(pipe);
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const auto [code, output] = testing::RunCommand("promtool check metrics < " + file.string());
   EXPECT_EQ(code, 0) << "promtool check metrics found:\n" << output << text;
 }
 
@@ -388,14 +382,9 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
        "line 2, column 31: unsupported filter 'explode'"},
   };
   for (const Case& c : cases) {
-    const std::string command = std::string(RIDGESERVE_BINARY) + " serve " + c.args + " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::string output;
-    char buffer[4096];
-    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-    const int status = pclose(pipe);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << c.args << "\n" << output;
+    const auto [code, output] =
+        testing::RunCommand(std::string(RIDGESERVE_BINARY) + " serve " + c.args);
+    EXPECT_TRUE(code > 0) << c.args << "\n" << output;
     EXPECT_NE(output.find(c.message), std::string::npos) << c.args << "\n" << output;
   }
 }

@@ -13,6 +13,7 @@
 
 #include "tests/integration/server_process.h"
 #include "tests/server/http_test_client.h"
+#include "tests/support/run_command.h"
 
 namespace ridge {
 namespace {
@@ -168,13 +169,10 @@ TEST_F(HybridServeTest, IdleServerHoldsNoBlocks) {
 
 #ifdef RIDGE_GRPC_CLIENT
 TEST_F(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
-  const std::string command = std::string(RIDGE_GRPC_CLIENT) +
-                              " --address 127.0.0.1:" + std::to_string(grpc_port_) + " --info 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string info;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) info.append(buffer, n);
-  EXPECT_EQ(pclose(pipe), 0) << info;
+  const auto [code, info] =
+      testing::RunCommand(std::string(RIDGE_GRPC_CLIENT) +
+                          " --address 127.0.0.1:" + std::to_string(grpc_port_) + " --info");
+  EXPECT_EQ(code, 0) << info;
   EXPECT_NE(info.find("architecture: \"hybrid_qwen3\""), std::string::npos) << info;
   EXPECT_NE(info.find("layer_pattern: \"GKA-*-GKA-SWA\""), std::string::npos) << info;
   EXPECT_NE(info.find("eos_token_ids: 3"), std::string::npos) << info;

@@ -5,10 +5,8 @@
 // naming the flag. Also LoadTlsOptions' checks one by one.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 
 #include "server/tls_options.h"
 #include "tests/integration/server_process.h"
+#include "tests/support/run_command.h"
 
 namespace ridge {
 namespace {
@@ -100,16 +99,9 @@ TEST(TlsTest, HttpsAndGrpcOverTls) {
 
 #ifdef RIDGE_GRPC_CLIENT
   const auto grpc = [&](const std::string& flags) {
-    const std::string command =
+    return testing::RunCommand(
         std::string(RIDGE_GRPC_CLIENT) + " --address 127.0.0.1:" + std::to_string(grpc_port) +
-        " --prompt-ids 1,2,3 --max-tokens 4 " + "--temperature 0 --timeout 60 " + flags + " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string text;
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
-    const int status = pclose(pipe);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, text);
+        " --prompt-ids 1,2,3 --max-tokens 4 --temperature 0 --timeout 60 " + flags);
   };
   const auto [tls_code, tls_text] = grpc("--tls-ca " + Path("ca.pem"));
   EXPECT_EQ(tls_code, 0) << tls_text;
@@ -133,14 +125,7 @@ TEST(TlsTest, BadTlsFilesStopTheStartUp) {
     std::string command = std::string(RIDGESERVE_BINARY) + " serve --model " + kModel.string() +
                           " --http-port 0 --host 127.0.0.1";
     for (const std::string& f : flags) command += " " + f;
-    command += " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string text;
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
-    const int status = pclose(pipe);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, text);
+    return testing::RunCommand(command);
   };
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--ssl-certfile", Path("server.pem")}, "give both or neither"},
