@@ -14,6 +14,7 @@
 #include "server/api_error.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/http_test_client.h"
+#include "tests/server/running_http_server.h"
 #include "tests/server/tiny_tokenizer.h"
 
 namespace ridge {
@@ -43,29 +44,18 @@ class HttpServerTest : public ::testing::Test {
     options.max_prompt_tokens = 100;
     options.worker_threads = 16;
     Configure(options);
-    server_ =
-        std::make_unique<HttpServer>(&backend_, tokenizer_.get(), chat_.get(), &metrics_, options);
-    auto port = server_->Bind("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok()) << port.status();
-    port_ = *port;
-    thread_ = std::thread([this] { server_->Run(); });
-    server_->SetReady(true);
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_read_timeout(10, 0);
+    running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(),
+                                                 &metrics_, options);
+    ASSERT_NE(running_, nullptr);
+    client_ = running_->Client();
   }
-  void TearDown() override {
-    server_->Stop();
-    thread_.join();
-    server_.reset();
-  }
+  void TearDown() override { running_.reset(); }
 
   FakeBackend backend_;
   PrometheusMetrics metrics_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<testing::RunningHttpServer> running_;
   std::unique_ptr<httplib::Client> client_;
 };
 
@@ -252,7 +242,7 @@ TEST_F(HttpServerTest, ClientDisconnectCancelsTheRequest) {
 }
 
 TEST_F(HttpServerTest, DrainingRefusesNewRequestsAndReadyTurns503) {
-  server_->StartDrain();
+  running_->server().StartDrain();
   EXPECT_EQ(client_->Get("/ready")->status, 503);
   EXPECT_EQ(client_->Get("/health")->status, 200);
   const auto r = PostJson(*client_, "/v1/completions", {{"prompt", "x"}});

@@ -8,6 +8,7 @@
 #include "server/http_server.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/http_test_client.h"
+#include "tests/server/running_http_server.h"
 #include "tests/server/tiny_tokenizer.h"
 
 namespace ridge {
@@ -29,25 +30,16 @@ class HttpSurfaceTest : public ::testing::Test {
     options.model_id = "tiny";
     options.limits.vocab_size = 512;
     options.max_prompt_tokens = 100;
-    server_ =
-        std::make_unique<HttpServer>(&backend_, tokenizer_.get(), chat_.get(), nullptr, options);
-    auto port = server_->Bind("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok()) << port.status();
-    thread_ = std::thread([this] { server_->Run(); });
-    server_->SetReady(true);
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
-    client_->set_read_timeout(10, 0);
-  }
-  void TearDown() override {
-    server_->Stop();
-    thread_.join();
+    running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(), nullptr,
+                                                 options);
+    ASSERT_NE(running_, nullptr);
+    client_ = running_->Client();
   }
 
   testing::FakeBackend backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
+  std::unique_ptr<testing::RunningHttpServer> running_;
   std::unique_ptr<httplib::Client> client_;
 };
 
