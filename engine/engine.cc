@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "engine/engine_sequence.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler_policy.h"
 #include "models/cpu_backend.h"
@@ -19,35 +20,15 @@ double Seconds(SteadyTime from, SteadyTime to) {
 
 }  // namespace
 
-struct Engine::Sequence {
-  explicit Sequence(Sampler s) : sampler(std::move(s)) {}
-
-  RequestId id = 0;
-  EngineRequest request;
-  std::shared_ptr<RequestSink> sink;
-  Sampler sampler;
-  SolverOptions solver;
-  SequenceMemory memory;  // its state slot and KV blocks
-  // What the sequence prefills when admitted: its prompt, or after a preemption its prompt and
-  // every token it generated (recomputed, so the output goes on as if never preempted).
-  std::vector<int32_t> feed;
-  int64_t prompt_done = 0;  // tokens of `feed` processed
-  int64_t position = 0;     // tokens in its memory
-  std::vector<int32_t> generated;
-  int32_t next_token = 0;
-  SteadyTime submitted, last_token;
-  bool has_token = false;
-  RequestUsage usage;
-  RequestEvent pending;  // tokens of this step, sent once the step is over
-
-  bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
-};
-
 absl::Status ValidateEngineOptions(const EngineOptions& o) {
   if (o.max_slots < 1 || o.max_slots > 1 << 20) {
     return absl::InvalidArgumentError(absl::StrCat("slots ", o.max_slots, " must be 1 to 2^20"));
   }
   if (o.max_waiting < 0) return absl::InvalidArgumentError("max waiting must be >= 0");
+  if (o.prefix_cache_slots < 0 || o.prefix_cache_slots > 1 << 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefix cache slots ", o.prefix_cache_slots, " must be 0 to 2^20"));
+  }
   if (o.prefill_token_budget < 1) {
     return absl::InvalidArgumentError("prefill token budget must be >= 1");
   }
@@ -67,7 +48,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model* model,
   const int64_t blocks = options.cpu_kv_blocks > 0
                              ? options.cpu_kv_blocks
                              : options.max_slots * kv.BlocksFor(kDefaultContextTokens);
-  auto backend = std::make_unique<CpuBackend>(&model->decoder(), options.max_slots, blocks);
+  auto backend = std::make_unique<CpuBackend>(
+      &model->decoder(), options.max_slots + options.prefix_cache_slots, blocks);
   ModelBackend* raw = backend.get();
   std::unique_ptr<Engine> engine(new Engine(raw, std::move(backend), options, observer));
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
@@ -78,10 +60,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(ModelBackend* backend,
                                                        const EngineOptions& options,
                                                        EngineObserver* observer) {
   RETURN_IF_ERROR(ValidateEngineOptions(options));
-  if (backend->num_slots() < options.max_slots) {
-    return absl::InvalidArgumentError(absl::StrCat("the ", std::string(backend->name()),
-                                                   " backend has ", backend->num_slots(),
-                                                   " state slots, fewer than ", options.max_slots));
+  if (backend->num_slots() < options.max_slots + options.prefix_cache_slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", std::string(backend->name()), " backend has ", backend->num_slots(),
+                     " state slots, fewer than ", options.max_slots, " for sequences and ",
+                     options.prefix_cache_slots, " for the prefix cache"));
   }
   std::unique_ptr<Engine> engine(new Engine(backend, nullptr, options, observer));
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
@@ -94,9 +77,9 @@ Engine::Engine(ModelBackend* backend, std::unique_ptr<ModelBackend> owned_backen
       owned_backend_(std::move(owned_backend)),
       options_(options),
       observer_(observer),
-      memory_(options.max_slots, backend->kv_layout(), backend->num_kv_blocks()) {
+      memory_(backend, options.max_slots, options.prefix_cache_slots) {
   snapshot_.slots_total = options.max_slots;
-  snapshot_.kv_blocks_total = memory_.blocks().total();
+  snapshot_.kv_blocks_total = memory_.pools().blocks().total();
 }
 
 Engine::~Engine() {
@@ -137,8 +120,9 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
         " tokens (max_position_embeddings)"));
   }
   const int64_t peak = memory_.layout().BlocksFor(tokens);
-  if (peak > memory_.blocks().total()) {
-    const int64_t total = memory_.blocks().total(), block_size = memory_.layout().block_size;
+  if (peak > memory_.pools().blocks().total()) {
+    const int64_t total = memory_.pools().blocks().total();
+    const int64_t block_size = memory_.layout().block_size;
     return absl::OutOfRangeError(absl::StrCat(
         "max_tokens: the prompt (", request.prompt.size(), " tokens) plus max_tokens (",
         request.sampling.max_tokens, ") needs ", peak, " KV blocks of ", block_size,
@@ -151,6 +135,11 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
   if (request.solver.has_value()) {
     RETURN_IF_ERROR(ValidateSolverOptions(*request.solver, options_.max_solver_iterations));
   }
+  if (request.cache_salt.size() > kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_salt: ", request.cache_salt.size(),
+                                                   " bytes is more than the limit of ",
+                                                   kMaxCacheSaltBytes));
+  }
   return absl::OkStatus();
 }
 
@@ -160,7 +149,9 @@ void Engine::FitDefaultMaxTokens(EngineRequest& request) const {
   const int64_t context = backend_->spec().max_position_embeddings;
   if (context > 0) room = std::min(room, context - prompt);
   const KvLayout& kv = memory_.layout();
-  if (!kv.empty()) room = std::min(room, memory_.blocks().total() * kv.block_size - prompt);
+  if (!kv.empty()) {
+    room = std::min(room, memory_.pools().blocks().total() * kv.block_size - prompt);
+  }
   // Below one token the request cannot run at all: Validate refuses it with the limits named.
   if (room >= 1) request.sampling.max_tokens = static_cast<int32_t>(room);
 }
@@ -196,6 +187,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
   seq->submitted = std::chrono::steady_clock::now();
   seq->usage.prompt_tokens = static_cast<int64_t>(seq->request.prompt.size());
   seq->feed = seq->request.prompt;
+  seq->cache_space = PrefixCacheSpace(seq->request.cache_salt, seq->solver);
   const RequestId id = seq->id;
   incoming_.push_back(std::move(seq));
   ++queued_;
@@ -279,6 +271,8 @@ void Engine::Preempt(const std::vector<RequestId>& victims) {
     std::unique_ptr<Sequence> seq = std::move(*it);
     running_.erase(it);
     memory_.Release(seq->memory);
+    seq->hit = {};
+    seq->hit_generation = ~uint64_t{0};
     seq->feed = seq->request.prompt;
     seq->feed.insert(seq->feed.end(), seq->generated.begin(), seq->generated.end());
     seq->prompt_done = 0;
@@ -295,7 +289,7 @@ void Engine::Preempt(const std::vector<RequestId>& victims) {
 
 void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status status) {
   const SteadyTime now = std::chrono::steady_clock::now();
-  memory_.Release(seq.memory);
+  ReleaseFinished(seq, reason);
   seq.usage.completion_tokens = static_cast<int64_t>(seq.generated.size());
   seq.usage.total_seconds = Seconds(seq.submitted, now);
   RequestEvent& event = seq.pending;
@@ -390,6 +384,7 @@ bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
 void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels) {
   for (auto& seq : arrived) waiting_.push_back(std::move(seq));
   CancelOrExpire(std::move(cancels));
+  FindCachedPrefixes();
 
   std::vector<RunningSequenceInfo> running_info;
   for (const auto& seq : running_) {
@@ -400,26 +395,32 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
          .table_blocks = seq->memory.blocks.size()});
   }
   std::vector<WaitingRequestInfo> waiting_info;
-  for (const auto& seq : waiting_) {
-    waiting_info.push_back({seq->id, static_cast<int64_t>(seq->feed.size())});
-  }
   const KvLayout& kv = backend_->kv_layout();
+  for (const auto& seq : waiting_) {
+    const bool hit = seq->hit.node != nullptr && seq->hit_generation == memory_.generation();
+    const int64_t cached = hit ? seq->hit.position : 0;
+    waiting_info.push_back({.id = seq->id,
+                            .prompt_tokens = static_cast<int64_t>(seq->feed.size()) - cached,
+                            .position = cached,
+                            .table_blocks = kv.empty() ? 0 : cached / kv.block_size});
+  }
   const StepPlan plan = PlanStep(running_info, waiting_info,
-                                 {.free_slots = memory_.slots().free(),
-                                  .free_blocks = memory_.blocks().free(),
+                                 {.free_slots = memory_.FreeRunningSlots(),
+                                  .free_blocks = memory_.FreeBlocks(),
                                   .prefill_tokens = options_.prefill_token_budget},
                                  {.block_size = kv.empty() ? 0 : kv.block_size});
   Preempt(plan.preempt);
 
   const SteadyTime step_start = std::chrono::steady_clock::now();
+  StepReport report;
   std::vector<RequestId> failed_admissions;  // finished at once: the plan must skip them
   for (size_t i = 0; i < plan.admit.size(); ++i) {
     std::unique_ptr<Sequence> seq = std::move(waiting_.front());
     waiting_.pop_front();
     RIDGE_CHECK(seq->id == plan.admit[i] && memory_.TakeSlot(seq->memory));
-    if (const absl::Status reset = backend_->ResetSlot(seq->memory.slot); !reset.ok()) {
-      Log(LogLevel::kError, "request ", seq->id, ": state reset failed: ", reset.ToString());
-      Finish(*seq, FinishReason::kError, absl::InternalError(reset.ToString()));
+    if (const absl::Status start = StartSequence(*seq, report); !start.ok()) {
+      Log(LogLevel::kError, "request ", seq->id, ": state reset failed: ", start.ToString());
+      Finish(*seq, FinishReason::kError, absl::InternalError(start.ToString()));
       failed_admissions.push_back(seq->id);
       continue;
     }
@@ -433,6 +434,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     std::lock_guard<std::mutex> lock(mutex_);
     queued_ -= static_cast<int64_t>(plan.admit.size());
   }
+  UnlockHits();
 
   // One forward call for the prompt chunks and the decode tokens of this step.
   auto find = [&](RequestId id) -> Sequence* {
@@ -445,33 +447,39 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
   };
   std::vector<Sequence*> members;
   std::vector<SlotChunk> chunks;
-  // The blocks the plan reserved for each piece (it counted them, so they are there).
+  // The blocks the plan counted for each piece. Snapshots that share a preempted sequence's
+  // blocks can make the count too high; a piece that finds too few waits for a later step.
   auto take_blocks = [&](Sequence& seq, int64_t tokens) {
-    RIDGE_CHECK(memory_.Grow(seq.memory, seq.position + tokens));
-    return seq.memory.blocks.entries();
+    if (memory_.Grow(seq.memory, seq.position + tokens)) return true;
+    Log(LogLevel::kDebug, "request ", seq.id, ": no KV block free this step; it waits");
+    return false;
   };
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
-  StepReport report;
-  for (const auto& [id, n] : plan.prefill) {
+  for (const auto& [id, planned] : plan.prefill) {
     Sequence* found = find(id);
     if (found == nullptr) continue;
     Sequence& seq = *found;
+    // A hit that could not be restored starts from scratch: its piece is still within the
+    // prompt.
+    const int64_t n = std::min(planned, static_cast<int64_t>(seq.feed.size()) - seq.prompt_done);
+    if (n <= 0 || !take_blocks(seq, n)) continue;
     chunks.push_back({seq.memory.slot,
                       std::span<const int32_t>(seq.feed).subspan(seq.prompt_done, n), seq.solver,
-                      &step_stats[chunks.size()], SolvePhase::kPrefill, take_blocks(seq, n)});
+                      &step_stats[chunks.size()], SolvePhase::kPrefill,
+                      seq.memory.blocks.entries()});
     members.push_back(&seq);
     report.prefill_tokens += n;
   }
   for (RequestId id : plan.decode) {
     Sequence* found = find(id);
-    if (found == nullptr) continue;
+    if (found == nullptr || !take_blocks(*found, 1)) continue;
     Sequence& seq = *found;
     chunks.push_back({seq.memory.slot,
                       {&seq.next_token, 1},
                       seq.solver,
                       &step_stats[chunks.size()],
                       SolvePhase::kDecode,
-                      take_blocks(seq, 1)});
+                      seq.memory.blocks.entries()});
     members.push_back(&seq);
   }
   report.preemptions = static_cast<int64_t>(plan.preempt.size());
@@ -511,6 +519,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
       if (prefill) {
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) continue;
+        SnapshotPrompt(seq);
       }
       if (!Advance(seq, std::move(picked[i]), now)) finished.push_back(seq.id);
     }
@@ -527,6 +536,10 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     report.slots_total = snap.slots_total;
     report.kv_blocks_used = snap.kv_blocks_used;
     report.kv_blocks_total = snap.kv_blocks_total;
+    report.prefix_snapshots = snap.prefix_snapshots;
+    report.prefix_snapshot_bytes = snap.prefix_cache_bytes;
+    report.prefix_evictions = memory_.evictions() - evictions_reported_;
+    evictions_reported_ = memory_.evictions();
     observer_->OnStep(report);
   }
   DeliverEvents();
@@ -542,11 +555,17 @@ void Engine::DeliverEvents() {
 }
 
 void Engine::PublishSnapshot() {
+  // Blocks only the prefix cache holds are given back on demand: they count as free.
+  const int64_t blocks_free = memory_.FreeBlocks();
+  const int64_t cache_only_blocks = blocks_free - memory_.pools().blocks().free();
   std::lock_guard<std::mutex> lock(mutex_);
   snapshot_.running = static_cast<int64_t>(running_.size());
   snapshot_.waiting = queued_;
-  snapshot_.slots_used = memory_.slots().used();
-  snapshot_.kv_blocks_used = memory_.blocks().used();
+  snapshot_.slots_used = options_.max_slots - memory_.FreeRunningSlots();
+  snapshot_.kv_blocks_used = memory_.pools().blocks().total() - blocks_free;
+  snapshot_.prefix_snapshots = memory_.snapshots();
+  snapshot_.prefix_cache_bytes = memory_.snapshots() * backend_->state_bytes_per_slot() +
+                                 cache_only_blocks * backend_->kv_layout().bytes_per_block();
   snapshot_.draining = draining_;
 }
 

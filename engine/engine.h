@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cached_memory.h"
 #include "engine/engine_observer.h"
 #include "engine/event_delivery.h"
-#include "engine/hybrid_memory.h"
 #include "engine/request.h"
 #include "models/model.h"
 #include "models/model_backend.h"
@@ -29,6 +29,9 @@ struct EngineOptions {
   // layers; 0 gives each slot room for kDefaultContextTokens (engine/memory_plan.h), as serve
   // does. (A backend passed in brings its own pool.)
   int64_t cpu_kv_blocks = 0;
+  // Snapshots the prefix cache keeps at most: state slots beside max_slots (and, with attention
+  // layers, references to KV blocks, given back when sequences need them); 0 turns it off.
+  int64_t prefix_cache_slots = 0;
   int64_t max_waiting = 256;            // queued requests beyond the slots; more -> rejected
   int64_t prefill_token_budget = 512;   // prompt tokens per step, so decode is never stalled
   int64_t max_prompt_tokens = 1 << 20;  // longer prompts are rejected
@@ -50,18 +53,22 @@ struct EngineMemory {
 struct EngineSnapshot {
   int64_t running = 0, waiting = 0, slots_used = 0, slots_total = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  int64_t prefix_snapshots = 0;
+  int64_t prefix_cache_bytes = 0;  // its states and the KV blocks only it holds
   bool draining = false;
 };
 
 class Engine {
  public:
-  // Starts the scheduler thread on a CPU backend with options.max_slots states (and
+  // Starts the scheduler thread on a CPU backend with options.max_slots states, and
+  // options.prefix_cache_slots more for the prefix cache (and
   // options.cpu_kv_blocks KV blocks). `model` and `observer` (may be null) must outlive the
   // engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const Model* model,
                                                         const EngineOptions& options,
                                                         EngineObserver* observer);
-  // Same on any backend; it must have at least options.max_slots slots and outlive the engine.
+  // Same on any backend; it must have at least options.max_slots + options.prefix_cache_slots
+  // slots and outlive the engine.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(ModelBackend* backend,
                                                         const EngineOptions& options,
                                                         EngineObserver* observer);
@@ -107,6 +114,17 @@ class Engine {
   // queue (oldest first), to be recomputed from its tokens.
   void Preempt(const std::vector<RequestId>& victims);
   void PublishSnapshot();
+  // The prefix cache (engine_prefix_cache.cc). Looks up the hits of the waiting requests that
+  // may be admitted this step and locks them until UnlockHits.
+  void FindCachedPrefixes();
+  void UnlockHits();
+  // Puts an admitted sequence's memory at its start: its cache hit restored, or a reset slot.
+  absl::Status StartSequence(Sequence& seq, StepReport& report);
+  // Keeps the state of a sequence that has just finished its prompt.
+  void SnapshotPrompt(Sequence& seq);
+  // Gives back a finished sequence's memory, the prefix cache keeping its state when it ended
+  // normally.
+  void ReleaseFinished(Sequence& seq, FinishReason reason);
   // Posts the step's events to the delivery thread once its metrics are recorded, so a client
   // that has its answer and then scrapes /metrics sees the step that produced it.
   void DeliverEvents();
@@ -131,7 +149,9 @@ class Engine {
   // Owned by the scheduler thread.
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
-  HybridMemory memory_;
+  CachedMemory memory_;
+  std::vector<PrefixCache::Node*> locked_hits_;  // during a step: FindCachedPrefixes' locks
+  int64_t evictions_reported_ = 0;
   EventDelivery::Events outbox_;  // this step's events, posted to delivery_ at its end
   std::unique_ptr<EventDelivery> delivery_ = std::make_unique<EventDelivery>();
   std::thread thread_;

@@ -19,9 +19,18 @@ struct StepReport {
   int64_t waiting = 0;  // after the step: queued, no slot yet
   int64_t slots_used = 0;
   int64_t slots_total = 0;
-  int64_t kv_blocks_used = 0;  // after the step (0 and 0 for models without attention layers)
+  // After the step (0 and 0 for models without attention layers); blocks only the prefix cache
+  // holds count as free.
+  int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
   int64_t preemptions = 0;  // sequences preempted for KV blocks this step
+  // The prefix cache: prompt tokens of this step's admissions, and those restored from it;
+  // after the step, its snapshots and their state bytes; snapshots evicted this step.
+  int64_t prefix_queried_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t prefix_snapshots = 0;
+  int64_t prefix_snapshot_bytes = 0;
+  int64_t prefix_evictions = 0;
 };
 
 class EngineObserver {

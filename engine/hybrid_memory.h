@@ -39,6 +39,9 @@ class HybridMemory {
   const StateSlotPool& slots() const { return slots_; }
   const KvBlockPool& blocks() const { return blocks_; }
   const KvLayout& layout() const { return layout_; }
+  // For a prefix cache, which holds slots and block references of its own in the same pools.
+  StateSlotPool& mutable_slots() { return slots_; }
+  KvBlockPool& mutable_blocks() { return blocks_; }
 
   // Takes a slot for `memory` (which holds none); false when none is free.
   bool TakeSlot(SequenceMemory& memory);

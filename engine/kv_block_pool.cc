@@ -1,5 +1,8 @@
 #include "engine/kv_block_pool.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "base/check.h"
 
 namespace ridge {
@@ -39,6 +42,20 @@ bool BlockTable::Grow(const KvLayout& layout, int64_t end, KvBlockPool& pool) {
 void BlockTable::Clear(KvBlockPool& pool) {
   for (int32_t block : entries_) pool.Release(block);
   entries_.clear();
+}
+
+void BlockTable::Share(std::span<const int32_t> blocks, KvBlockPool& pool) {
+  for (int32_t block : blocks) {
+    pool.Retain(block);
+    entries_.push_back(block);
+  }
+}
+
+std::vector<int32_t> BlockTable::Surrender(int64_t keep, KvBlockPool& pool) {
+  keep = std::clamp<int64_t>(keep, 0, size());
+  for (int64_t i = keep; i < size(); ++i) pool.Release(entries_[i]);
+  entries_.resize(keep);
+  return std::exchange(entries_, {});
 }
 
 }  // namespace ridge

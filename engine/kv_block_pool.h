@@ -24,6 +24,8 @@ class KvBlockPool {
   void Retain(int32_t block);
   // Drops one reference; the block is free again at zero.
   void Release(int32_t block);
+  // Holders of a block (0 when free).
+  int32_t references(int32_t block) const { return references_[block]; }
 
  private:
   std::vector<int32_t> references_;
@@ -40,6 +42,11 @@ class BlockTable {
   // few.
   bool Grow(const KvLayout& layout, int64_t end, KvBlockPool& pool);
   void Clear(KvBlockPool& pool);
+  // Appends blocks another holder has (a shared prefix), taking a reference to each.
+  void Share(std::span<const int32_t> blocks, KvBlockPool& pool);
+  // Hands the first `keep` entries to the caller, who then holds their references, and
+  // releases the rest; the table is empty afterwards.
+  std::vector<int32_t> Surrender(int64_t keep, KvBlockPool& pool);
 
  private:
   std::vector<int32_t> entries_;

@@ -16,6 +16,9 @@
 namespace ridge {
 
 using RequestId = uint64_t;
+
+// The longest cache_salt a request may carry.
+inline constexpr size_t kMaxCacheSaltBytes = 256;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct EngineRequest {
@@ -29,6 +32,9 @@ struct EngineRequest {
   // the model's context and the KV cache can hold beside the prompt, as vLLM does, instead of
   // refusing the request.
   bool max_tokens_defaulted = false;
+  // Prefix-cache isolation (as vLLM's cache_salt): only requests with the same salt share
+  // cached prefixes.
+  std::string cache_salt;
 };
 
 enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
@@ -47,6 +53,7 @@ struct LogprobEntry {
 struct RequestUsage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens the prefix cache served (not computed)
   SolverStats prefill_solver;
   SolverStats decode_solver;
   double queue_seconds = 0.0;  // submit -> admitted into a state slot

@@ -117,7 +117,7 @@ StepPlan PlanStep(std::span<const RunningSequenceInfo> running,
       if (n > 0) plan.prefill.emplace_back(request.id, n);
       continue;
     }
-    const int64_t n = prompt_piece(wanted, 0, 0, decoders);
+    const int64_t n = prompt_piece(wanted, request.position, request.table_blocks, decoders);
     if (n == 0) break;
     plan.admit.push_back(request.id);
     --free_slots;

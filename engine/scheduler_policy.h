@@ -23,7 +23,11 @@ struct RunningSequenceInfo {
 
 struct WaitingRequestInfo {
   RequestId id = 0;
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;  // left to process once admitted
+  // Where it starts when admitted (a prefix-cache hit: tokens already in its state) and the
+  // blocks it then shares.
+  int64_t position = 0;
+  int64_t table_blocks = 0;
 };
 
 // How positions map to KV blocks; block_size 0 means the model has no KV cache.

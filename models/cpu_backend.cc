@@ -21,6 +21,25 @@ absl::Status CpuBackend::ResetSlot(int64_t slot) {
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::CopySlot(int64_t from, int64_t to) {
+  RETURN_IF_ERROR(CheckSlot(from));
+  RETURN_IF_ERROR(CheckSlot(to));
+  if (from == to) return absl::OkStatus();
+  std::copy_n(states_.begin() + from * floats_per_slot_, floats_per_slot_,
+              states_.begin() + to * floats_per_slot_);
+  positions_[to] = positions_[from];
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyKvBlock(int32_t from, int32_t to) {
+  if (num_kv_blocks_ == 0) return ModelBackend::CopyKvBlock(from, to);
+  RETURN_IF_ERROR(CheckKvBlock(from));
+  RETURN_IF_ERROR(CheckKvBlock(to));
+  const int64_t floats = decoder_->kv_layout().floats_per_block();
+  std::copy_n(kv_storage_.begin() + from * floats, floats, kv_storage_.begin() + to * floats);
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                                  std::vector<float>* logits) {
   RETURN_IF_ERROR(ValidateChunks(chunks));

@@ -31,6 +31,8 @@ class CpuBackend : public ModelBackend {
   int64_t SlotPosition(int64_t slot) const override { return positions_.at(slot); }
 
   absl::Status ResetSlot(int64_t slot) override;
+  absl::Status CopySlot(int64_t from, int64_t to) override;
+  absl::Status CopyKvBlock(int32_t from, int32_t to) override;
   absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                        std::vector<float>* logits) override;
 

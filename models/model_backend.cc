@@ -99,10 +99,26 @@ absl::Status ModelBackend::CheckSlot(int64_t slot) const {
       absl::StrCat("slot ", slot, " is outside [0, ", num_slots(), ")"));
 }
 
+absl::Status ModelBackend::CheckKvBlock(int32_t block) const {
+  if (block >= 0 && block < num_kv_blocks()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("KV block ", block, " is outside [0, ", num_kv_blocks(), ")"));
+}
+
+absl::Status ModelBackend::CopyKvBlock(int32_t from, int32_t to) {
+  return absl::FailedPreconditionError(absl::StrCat("the ", std::string(name()),
+                                                    " backend has no KV cache (copying block ",
+                                                    from, " to ", to, ")"));
+}
+
 absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) const {
   const int64_t vocab = spec().vocab_size;
+  const int64_t block_size = kv_layout().empty() ? 0 : kv_layout().block_size;
   std::vector<bool> used(num_slots(), false);
-  std::vector<bool> block_used(num_kv_blocks(), false);  // a block belongs to one table entry
+  // A block may sit in several tables (a shared prefix, read only), but one a chunk writes into
+  // belongs to that chunk alone in the step.
+  constexpr int32_t kUnwritten = -1;
+  std::vector<int32_t> writer(num_kv_blocks(), kUnwritten);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SlotChunk& chunk = chunks[i];
     if (absl::Status slot = CheckSlot(chunk.slot); !slot.ok()) {
@@ -115,15 +131,30 @@ absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) con
     used[chunk.slot] = true;
     RETURN_IF_ERROR(ValidateSequenceInput(i, chunk.tokens, chunk.solver, vocab));
     for (int32_t block : chunk.kv_blocks) {
-      if (block < 0 || block >= num_kv_blocks()) {
+      if (absl::Status valid = CheckKvBlock(block); !valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": ", valid.message()));
+      }
+    }
+    if (block_size == 0 || chunk.tokens.empty()) continue;
+    const int64_t position = SlotPosition(chunk.slot);
+    const int64_t first = position / block_size;
+    const int64_t last = (position + static_cast<int64_t>(chunk.tokens.size()) - 1) / block_size;
+    for (int64_t e = first; e <= last && e < static_cast<int64_t>(chunk.kv_blocks.size()); ++e) {
+      const int32_t block = chunk.kv_blocks[e];
+      if (writer[block] != kUnwritten) {
         return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": KV block ", block,
-                                                       " is outside [0, ", num_kv_blocks(), ")"));
+                                                       " is written by two sequences in one step"));
       }
-      if (block_used[block]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence ", i, ": KV block ", block, " appears twice in one step"));
+      writer[block] = static_cast<int32_t>(i);
+    }
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    for (int32_t block : chunks[i].kv_blocks) {
+      if (writer[block] != kUnwritten && writer[block] != static_cast<int32_t>(i)) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": KV block ", block,
+                                                       " is read while sequence ", writer[block],
+                                                       " writes into it in the same step"));
       }
-      block_used[block] = true;
     }
   }
   return absl::OkStatus();

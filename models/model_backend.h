@@ -73,6 +73,12 @@ class ModelBackend {
 
   // Clears a slot to the start of a sequence (its KV blocks are the engine's to give back).
   virtual absl::Status ResetSlot(int64_t slot) = 0;
+  // Copies a slot's whole state and its position into another slot (the KV blocks are the
+  // engine's): how the prefix cache takes and restores snapshots.
+  virtual absl::Status CopySlot(int64_t from, int64_t to) = 0;
+  // Copies the contents of one KV block into another (a partly filled block shared with a
+  // snapshot is copied before a sequence writes into it). The base refuses: no KV cache.
+  virtual absl::Status CopyKvBlock(int32_t from, int32_t to);
 
   // Advances every chunk's slot over its tokens; one chunk per slot at most. `logits` receives
   // [rows, vocab] floats: one row per token (kAllTokens) or per chunk (kLastToken).
@@ -109,6 +115,8 @@ class ModelBackend {
                              std::span<const TokenPick> picks) const;
   // An error naming the slot unless 0 <= slot < num_slots().
   absl::Status CheckSlot(int64_t slot) const;
+  // An error naming the block unless 0 <= block < num_kv_blocks().
+  absl::Status CheckKvBlock(int32_t block) const;
 };
 
 }  // namespace ridge

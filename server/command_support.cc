@@ -50,6 +50,48 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const CliArgs& args) {
   return model;
 }
 
+absl::StatusOr<int64_t> MemorySizeFromFlag(const CliArgs& args, const std::string& flag) {
+  const std::string text = args.StringOr(flag, "");
+  int64_t scale = 1;
+  std::string digits = text;
+  if (!digits.empty() && std::string("KkMmGg").find(digits.back()) != std::string::npos) {
+    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+    scale = unit == 'K' ? int64_t{1} << 10 : unit == 'M' ? int64_t{1} << 20 : int64_t{1} << 30;
+    digits.pop_back();
+  }
+  int64_t value = 0;
+  const bool numeric = !digits.empty() && digits.size() <= 12 &&
+                       std::all_of(digits.begin(), digits.end(), ::isdigit);
+  if (numeric) value = std::stoll(digits);
+  if (!numeric || value < 0 || value > (int64_t{1} << 50) / scale) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " '", text, "' must be a size in bytes, e.g. 4096M or 2G"));
+  }
+  return value * scale;
+}
+
+absl::StatusOr<int64_t> PrefixCacheSlotsFromFlags(const CliArgs& args, int64_t slots,
+                                                  int64_t state_bytes) {
+  if (args.Has("no-prefix-cache")) {
+    if (args.Has("prefix-cache-memory")) {
+      return absl::InvalidArgumentError(
+          "--no-prefix-cache and --prefix-cache-memory: give one of them");
+    }
+    return 0;
+  }
+  if (!args.Has("prefix-cache-memory")) return slots;
+  ASSIGN_OR_RETURN(const int64_t bytes, MemorySizeFromFlag(args, "prefix-cache-memory"));
+  const int64_t count = state_bytes > 0 ? bytes / state_bytes : 0;
+  if (bytes > 0 && count == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--prefix-cache-memory ",
+                                                   args.StringOr("prefix-cache-memory", ""),
+                                                   " is less than one state (", state_bytes,
+                                                   " bytes); give 0 or --no-prefix-cache to "
+                                                   "turn the cache off"));
+  }
+  return std::min<int64_t>(count, int64_t{1} << 20);
+}
+
 absl::StatusOr<int64_t> KvBlocksFromFlags(const CliArgs& args, int64_t block_bytes) {
   if (args.Has("kv-blocks") && args.Has("kv-cache-memory")) {
     return absl::InvalidArgumentError("--kv-blocks and --kv-cache-memory: give one of them");
@@ -64,23 +106,9 @@ absl::StatusOr<int64_t> KvBlocksFromFlags(const CliArgs& args, int64_t block_byt
   }
   if (!args.Has("kv-cache-memory")) return 0;
   const std::string text = args.StringOr("kv-cache-memory", "");
-  int64_t scale = 1;
-  std::string digits = text;
-  if (!digits.empty() && std::string("KkMmGg").find(digits.back()) != std::string::npos) {
-    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
-    scale = unit == 'K' ? int64_t{1} << 10 : unit == 'M' ? int64_t{1} << 20 : int64_t{1} << 30;
-    digits.pop_back();
-  }
-  int64_t value = 0;
-  const bool numeric = !digits.empty() && digits.size() <= 12 &&
-                       std::all_of(digits.begin(), digits.end(), ::isdigit);
-  if (numeric) value = std::stoll(digits);
-  if (!numeric || value < 1 || value > (int64_t{1} << 50) / scale) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-cache-memory '", text, "' must be a positive size in bytes, e.g. 4096M or 2G"));
-  }
+  ASSIGN_OR_RETURN(const int64_t bytes, MemorySizeFromFlag(args, "kv-cache-memory"));
   if (block_bytes <= 0) return 0;  // no attention layers: nothing to size
-  const int64_t blocks = value * scale / block_bytes;
+  const int64_t blocks = bytes / block_bytes;
   if (blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--kv-cache-memory ", text, " is less than one KV block (", block_bytes, " bytes)"));

@@ -34,6 +34,12 @@ absl::StatusOr<SolverOptions> SolverOptionsFromFlags(const CliArgs& args, const 
 // The KV cache size asked for: --kv-blocks N, or --kv-cache-memory SIZE (bytes, or with a K,
 // M or G suffix) in blocks of `block_bytes`; 0 when neither is given (the planner's default).
 absl::StatusOr<int64_t> KvBlocksFromFlags(const CliArgs& args, int64_t block_bytes);
+// A memory size flag's bytes: digits, optionally with a K, M or G suffix.
+absl::StatusOr<int64_t> MemorySizeFromFlag(const CliArgs& args, const std::string& flag);
+// States the prefix cache may hold: --prefix-cache-memory SIZE over `state_bytes` each (default:
+// as many as `slots`), 0 with --no-prefix-cache.
+absl::StatusOr<int64_t> PrefixCacheSlotsFromFlags(const CliArgs& args, int64_t slots,
+                                                  int64_t state_bytes);
 inline constexpr char kKvCacheHelp[] =
     "  --kv-cache-memory SIZE  memory for the KV cache of full-attention layers, in bytes or with\n"
     "                          a K, M or G suffix (default: room for 8192 tokens per slot within\n"

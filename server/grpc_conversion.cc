@@ -152,6 +152,12 @@ absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(const v1::GenerateReq
   parsed.engine.logprobs = request.sampling().logprobs() || top > 0;
   parsed.skip_special_tokens =
       request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
+  if (request.cache_salt().size() > kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_salt must be at most ",
+                                                   kMaxCacheSaltBytes, " bytes, got ",
+                                                   request.cache_salt().size()));
+  }
+  parsed.engine.cache_salt = request.cache_salt();
   return parsed;
 }
 
@@ -199,6 +205,7 @@ void ToProto(const RequestUsage& usage, v1::Usage* out) {
   out->set_queue_time_seconds(usage.queue_seconds);
   out->set_time_to_first_token_seconds(usage.time_to_first_token_seconds);
   out->set_total_time_seconds(usage.total_seconds);
+  out->set_cached_tokens(usage.cached_tokens);
 }
 
 void FillModelInfo(const ServedModel& model, const ModelSpec& spec, const EngineMemory& memory,

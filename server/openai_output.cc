@@ -1,5 +1,7 @@
 #include "server/openai_output.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "server/sse.h"
 
@@ -84,6 +86,8 @@ json ChoiceSet::Usage() const {
   for (const auto& c : choices_) {
     const RequestUsage& u = c->collector.usage();
     total.completion_tokens += u.completion_tokens;
+    // Each choice reads the prompt; the prompt counts once, with its least cached share.
+    total.cached_tokens = std::min(total.cached_tokens, u.cached_tokens);
     total.prefill_solver.Merge(u.prefill_solver);
     total.decode_solver.Merge(u.decode_solver);
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/request.h"
 #include "server/api_error.h"
 
 namespace ridge {
@@ -315,6 +316,14 @@ absl::Status ReadExtensions(const json& body, const RequestLimits& limits, OpenA
   number.reset();
   RETURN_IF_ERROR(ReadNumber(body, "timeout", {0.0, 86400.0, true}, &number));
   out->timeout_seconds = number;
+  if (const json* salt = Field(body, "cache_salt")) {
+    if (!salt->is_string() || salt->get<std::string>().empty() ||
+        salt->get<std::string>().size() > kMaxCacheSaltBytes) {
+      return FieldError("cache_salt", absl::StrCat("must be a string of 1 to ", kMaxCacheSaltBytes,
+                                                   " bytes, got ", Describe(*salt)));
+    }
+    out->cache_salt = salt->get<std::string>();
+  }
   return ReadBool(body, "return_token_ids", &out->return_token_ids);
 }
 

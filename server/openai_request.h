@@ -55,6 +55,7 @@ struct OpenAiRequest {
   bool include_usage = false;             // stream_options.include_usage
   std::optional<double> timeout_seconds;  // extension: deadline from arrival
   bool return_token_ids = false;          // extension: add "token_ids" to each choice
+  std::string cache_salt;  // as vLLM's: only requests with the same salt share cached prefixes
 };
 
 // Object keys keep the client's order (tools and arguments reach the template as sent).

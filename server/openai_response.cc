@@ -39,6 +39,7 @@ json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, const RequestUs
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}},
           {"solver",
            {{"prefill", SolverJson(usage.prefill_solver)},
             {"decode", SolverJson(usage.decode_solver)}}}};

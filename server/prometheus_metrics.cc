@@ -117,6 +117,33 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                        .Help("Sequences preempted for KV blocks (recomputed when readmitted).")
                        .Register(*registry_)
                        .Add({})),
+      prefix_queried_tokens_(
+          prometheus::BuildCounter()
+              .Name("ridgeserve_prefix_cache_queried_tokens_total")
+              .Help("Prompt tokens of admitted requests looked up in the prefix cache.")
+              .Register(*registry_)
+              .Add({})),
+      prefix_hit_tokens_(prometheus::BuildCounter()
+                             .Name("ridgeserve_prefix_cache_hit_tokens_total")
+                             .Help("Prompt tokens restored from the prefix cache, not computed.")
+                             .Register(*registry_)
+                             .Add({})),
+      prefix_snapshots_(prometheus::BuildGauge()
+                            .Name("ridgeserve_prefix_cache_snapshots")
+                            .Help("States the prefix cache holds (--prefix-cache-memory).")
+                            .Register(*registry_)
+                            .Add({})),
+      prefix_bytes_(prometheus::BuildGauge()
+                        .Name("ridgeserve_prefix_cache_bytes")
+                        .Help("Memory the prefix cache holds: its states, and the KV blocks "
+                              "no running sequence shares.")
+                        .Register(*registry_)
+                        .Add({})),
+      prefix_evictions_(prometheus::BuildCounter()
+                            .Name("ridgeserve_prefix_cache_evictions_total")
+                            .Help("Prefix-cache states evicted, least recently used first.")
+                            .Register(*registry_)
+                            .Add({})),
       batch_size_(AddHistogram(*registry_, "ridgeserve_batch_size",
                                "Sequences advanced by one engine step (prefill and decode).",
                                kBatchSizes)),
@@ -190,9 +217,13 @@ void PrometheusMetrics::OnStep(const StepReport& report) {
   requests_waiting_.Set(static_cast<double>(report.waiting));
   slots_used_.Set(static_cast<double>(report.slots_used));
   slots_total_.Set(static_cast<double>(report.slots_total));
-  SetMemory(report.slots_used, report.slots_total, report.kv_blocks_used,
-            report.kv_blocks_total);
+  SetMemory(report.slots_used, report.slots_total, report.kv_blocks_used, report.kv_blocks_total);
   if (report.preemptions > 0) preemptions_.Increment(static_cast<double>(report.preemptions));
+  prefix_queried_tokens_.Increment(static_cast<double>(report.prefix_queried_tokens));
+  prefix_hit_tokens_.Increment(static_cast<double>(report.prefix_hit_tokens));
+  prefix_evictions_.Increment(static_cast<double>(report.prefix_evictions));
+  prefix_snapshots_.Set(static_cast<double>(report.prefix_snapshots));
+  prefix_bytes_.Set(static_cast<double>(report.prefix_snapshot_bytes));
 }
 
 void PrometheusMetrics::OnRequestFinished(FinishReason reason, const absl::Status& status,
@@ -219,6 +250,8 @@ void PrometheusMetrics::SetSnapshot(const EngineSnapshot& snapshot) {
   requests_waiting_.Set(static_cast<double>(snapshot.waiting));
   slots_used_.Set(static_cast<double>(snapshot.slots_used));
   slots_total_.Set(static_cast<double>(snapshot.slots_total));
+  prefix_snapshots_.Set(static_cast<double>(snapshot.prefix_snapshots));
+  prefix_bytes_.Set(static_cast<double>(snapshot.prefix_cache_bytes));
   SetMemory(snapshot.slots_used, snapshot.slots_total, snapshot.kv_blocks_used,
             snapshot.kv_blocks_total);
 }

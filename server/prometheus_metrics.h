@@ -67,6 +67,11 @@ class PrometheusMetrics final : public EngineObserver {
   prometheus::Gauge& kv_blocks_total_;
   prometheus::Gauge& memory_usage_;
   prometheus::Counter& preemptions_;
+  prometheus::Counter& prefix_queried_tokens_;
+  prometheus::Counter& prefix_hit_tokens_;
+  prometheus::Gauge& prefix_snapshots_;
+  prometheus::Gauge& prefix_bytes_;
+  prometheus::Counter& prefix_evictions_;
   prometheus::Histogram& batch_size_;
   prometheus::Family<prometheus::Histogram>& step_duration_;
   prometheus::Family<prometheus::Histogram>& solver_iterations_;

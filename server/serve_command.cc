@@ -72,6 +72,14 @@ then the process exits 0.
                                on the CPU to half of the available memory, on a GPU to its free
                                memory after the weights, less 1 GiB or 5% of the GPU (whichever
                                is more) for step buffers
+  --prefix-cache-memory SIZE   memory for the prefix cache's states, in bytes or with a K, M
+                               or G suffix (default: as many states as --slots). It keeps the
+                               state (and shares the KV blocks) at the end of every prompt and
+                               of every finished request, so a conversation's next turn
+                               computes only its new tokens; least recently used states go
+                               first, and KV blocks only it holds go back whenever sequences
+                               need them. Counted at the fp32 state size of the model
+  --no-prefix-cache            keep no states between requests
   --max-waiting N              requests queued for a slot beyond the running ones; more are
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
@@ -239,10 +247,12 @@ absl::Status Serve(int argc, char** argv) {
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
                 "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
                 "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"prefix-cache-memory", "no-prefix-cache"});
   known.insert({"chat-template", "reasoning-parser"});
   known.insert({"ssl-certfile", "ssl-keyfile", "ssl-ca-certs"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
-  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"open-metrics"}));
+  ASSIGN_OR_RETURN(const CliArgs args,
+                   CliArgs::Parse(argc, argv, known, {"open-metrics", "no-prefix-cache"}));
   const sigset_t shutdown_signals = BlockShutdownSignals();
 
   ASSIGN_OR_RETURN(const int64_t port, args.Int("http-port", 8000));
@@ -268,6 +278,9 @@ absl::Status Serve(int argc, char** argv) {
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   const ModelSpec spec = model->spec();  // a copy: the model may be released below
   ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, spec));
+  ASSIGN_OR_RETURN(engine_options.prefix_cache_slots,
+                   PrefixCacheSlotsFromFlags(args, engine_options.max_slots,
+                                             PlanRecurrentLayout(spec).bytes_per_slot()));
   ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, spec.vocab_size));
   const KvLayout& kv = model->decoder().kv_layout();
   ASSIGN_OR_RETURN(const int64_t kv_blocks,
@@ -314,13 +327,23 @@ absl::Status Serve(int argc, char** argv) {
   http_options.worker_threads = static_cast<int>(http_threads);
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> model_backend,
-                   CreateBackendFromFlags(args, model.get(), engine_options.max_slots, kv_blocks));
+                   CreateBackendFromFlags(
+                       args, model.get(),
+                       engine_options.max_slots + engine_options.prefix_cache_slots, kv_blocks));
   // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
   // a bf16 checkpoint) are not needed any more.
   if (model_backend->name() != "cpu") model.reset();
   // The backend may hold fewer states than asked for, as many as fit where its pool lives (host
-  // or GPU memory; it says so in a warning).
-  engine_options.max_slots = std::min(engine_options.max_slots, model_backend->num_slots());
+  // or GPU memory; it says so in a warning): the prefix cache gives up its states first.
+  const int64_t cache_asked = engine_options.prefix_cache_slots;
+  engine_options.prefix_cache_slots = std::min(
+      cache_asked, std::max<int64_t>(0, model_backend->num_slots() - engine_options.max_slots));
+  if (engine_options.prefix_cache_slots < cache_asked) {
+    Log(LogLevel::kWarning, "prefix cache: ", engine_options.prefix_cache_slots, " states of the ",
+        cache_asked, " asked for fit beside ", engine_options.max_slots, " slots");
+  }
+  engine_options.max_slots = std::min(
+      engine_options.max_slots, model_backend->num_slots() - engine_options.prefix_cache_slots);
   if (!args.Has("prefill-token-budget")) {
     engine_options.prefill_token_budget = model_backend->preferred_prefill_tokens_per_step();
   }
@@ -361,10 +384,12 @@ absl::Status Serve(int argc, char** argv) {
       http_options.tls.enabled() ? "https://" : "http://", host, ":", bound_port, ": ",
       engine_options.max_slots, " slots x ", model_backend->state_bytes_per_slot(),
       " state bytes = ", engine_options.max_slots * model_backend->state_bytes_per_slot(),
-      " bytes, queue ", engine_options.max_waiting, ", prefill budget ",
-      engine_options.prefill_token_budget, " tokens/step, default solver tolerance ",
-      engine_options.default_solver.tolerance, " / ", engine_options.default_solver.max_iterations,
-      " iterations (requests may ask up to ", engine_options.max_solver_iterations, ")");
+      " bytes, prefix cache ", engine_options.prefix_cache_slots, " states (",
+      engine_options.prefix_cache_slots * model_backend->state_bytes_per_slot(), " bytes), queue ",
+      engine_options.max_waiting, ", prefill budget ", engine_options.prefill_token_budget,
+      " tokens/step, default solver tolerance ", engine_options.default_solver.tolerance, " / ",
+      engine_options.default_solver.max_iterations, " iterations (requests may ask up to ",
+      engine_options.max_solver_iterations, ")");
   http.SetReady(true);
 
   const int signal_number = WaitForShutdownSignal(shutdown_signals);

@@ -63,7 +63,7 @@ class CudaBackend : public ModelBackend {
   absl::Status ReadSlot(int64_t slot, MesaState* state) const;
   absl::Status WriteSlot(int64_t slot, const MesaState& state);
   // Device-to-device copy of a whole state (e.g. for a prefix cache).
-  absl::Status CopySlot(int64_t from, int64_t to);
+  absl::Status CopySlot(int64_t from, int64_t to) override;
 
   int64_t weight_bytes() const;
   int64_t state_bytes_per_slot() const override;

@@ -344,6 +344,20 @@ absl::Status CudaHybridBackend::CopySlot(int64_t from, int64_t to) {
   return absl::OkStatus();
 }
 
+absl::Status CudaHybridBackend::CopyKvBlock(int32_t from, int32_t to) {
+  if (impl_->num_kv_blocks == 0) return ModelBackend::CopyKvBlock(from, to);
+  RETURN_IF_ERROR(CheckKvBlock(from));
+  RETURN_IF_ERROR(CheckKvBlock(to));
+  if (from == to) return absl::OkStatus();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  const int64_t bytes = impl_->kv.bytes_per_block();
+  char* cache = impl_->kv_cache.as<char>();
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cache + to * bytes, cache + from * bytes, bytes,
+                                             cudaMemcpyDeviceToDevice, impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  return absl::OkStatus();
+}
+
 absl::Status CudaHybridBackend::ReadSlot(int64_t slot, std::vector<float>* state) const {
   RETURN_IF_ERROR(CheckSlot(slot));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));

@@ -71,7 +71,8 @@ class CudaHybridBackend : public ModelBackend {
                              std::vector<PickedToken>* picked) override;
 
   // Device-to-device copy of a slot's state and position (its KV blocks are the caller's).
-  absl::Status CopySlot(int64_t from, int64_t to);
+  absl::Status CopySlot(int64_t from, int64_t to) override;
+  absl::Status CopyKvBlock(int32_t from, int32_t to) override;
   // A slot's recurrent state as fp32 floats (RecurrentLayout), for tests and debugging.
   absl::Status ReadSlot(int64_t slot, std::vector<float>* state) const;
   int64_t weight_bytes() const;

@@ -413,7 +413,7 @@ TEST_F(GrpcServerTest, ExampleClient) {
   auto [rc, out] = RunCommand(client + " --prompt-ids 1,2,3 --max-tokens 5 --seed 1 --stream");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("finish: length"), std::string::npos) << out;
-  EXPECT_NE(out.find("usage: 3 prompt + 5 completion tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("usage: 3 prompt (0 cached) + 5 completion tokens"), std::string::npos) << out;
   EXPECT_NE(out.find("decode solver: "), std::string::npos) << out;
 
   std::tie(rc, out) = RunCommand(client + " --prompt 'Hello' --max-tokens 3 --temperature 0");

@@ -252,3 +252,28 @@ TEST(SchedulerBlocksTest, AnOlderPromptWithoutBlocksPreemptsANewerDecoder) {
 
 }  // namespace
 }  // namespace ridge
+
+namespace ridge {
+namespace {
+
+TEST(SchedulerBlocksTest, AHitIsAdmittedWithOnlyTheBlocksItsRestNeeds) {
+  // Blocks of 4, 2 free. A 20-token prompt with 13 tokens cached (3 shared blocks, the partly
+  // filled fourth copied) needs 2 new blocks for positions 12-19: it is admitted, with its 7
+  // remaining tokens; the same prompt without a hit (5 blocks) is not.
+  const KvGeometry kv{.block_size = 4};
+  const std::vector<WaitingRequestInfo> hit = {
+      {.id = 1, .prompt_tokens = 7, .position = 13, .table_blocks = 3}};
+  const StepPlan admitted =
+      PlanStep({}, hit, {.free_slots = 1, .free_blocks = 2, .prefill_tokens = 64}, kv);
+  EXPECT_EQ(admitted.admit, std::vector<RequestId>{1});
+  ASSERT_EQ(admitted.prefill.size(), 1u);
+  EXPECT_EQ(admitted.prefill[0].second, 7);
+  const std::vector<WaitingRequestInfo> miss = {{.id = 2, .prompt_tokens = 20}};
+  const StepPlan partial =
+      PlanStep({}, miss, {.free_slots = 1, .free_blocks = 2, .prefill_tokens = 64}, kv);
+  ASSERT_EQ(partial.prefill.size(), 1u);
+  EXPECT_EQ(partial.prefill[0].second, 8);  // as far as its 2 blocks reach
+}
+
+}  // namespace
+}  // namespace ridge

@@ -39,6 +39,7 @@ constexpr char kUsage[] =
   --stop STRING             stop before this string (one)
   --solver-tolerance T      CG tolerance for this request
   --solver-max-iterations M CG iteration cap for this request
+  --cache-salt SALT         share cached prefixes only with requests of this salt
   --timeout SECONDS         deadline of the call (default 600)
   --api-key KEY             sent as 'authorization: Bearer KEY' metadata (servers with keys)
   --tls-ca PATH             connect over TLS, trusting the CAs of this PEM file
@@ -74,9 +75,9 @@ void PrintFinal(const v1::GenerateResponse& last) {
   std::fprintf(stderr, "\nfinish: %s%s%s\n", FinishName(last.finish_reason()),
                last.finish_message().empty() ? "" : " ", last.finish_message().c_str());
   std::fprintf(stderr,
-               "usage: %lld prompt + %lld completion tokens; queue %.3f s, first token %.3f s, "
-               "total %.3f s\n",
-               static_cast<long long>(u.prompt_tokens()),
+               "usage: %lld prompt (%lld cached) + %lld completion tokens; queue %.3f s, first "
+               "token %.3f s, total %.3f s\n",
+               static_cast<long long>(u.prompt_tokens()), static_cast<long long>(u.cached_tokens()),
                static_cast<long long>(u.completion_tokens()), u.queue_time_seconds(),
                u.time_to_first_token_seconds(), u.total_time_seconds());
   PrintSolver("prefill", u.prefill());
@@ -120,6 +121,7 @@ absl::Status Run(int argc, char** argv) {
                                                  "tls-ca",
                                                  "tls-cert",
                                                  "tls-key",
+                                                 "cache-salt",
                                                  "help"},
                                                 {"info", "stream", "help"}));
   if (args.Has("help")) {
@@ -206,6 +208,7 @@ absl::Status Run(int argc, char** argv) {
     ASSIGN_OR_RETURN(const int64_t m, args.Int("solver-max-iterations", 30));
     request.mutable_solver()->set_max_iterations(static_cast<int32_t>(m));
   }
+  request.set_cache_salt(args.StringOr("cache-salt", ""));
 
   const bool have_text = info.has_tokenizer();
   grpc::Status status;

@@ -1,0 +1,128 @@
+#include "engine/cached_memory.h"
+
+#include <utility>
+
+#include "base/check.h"
+#include "base/status_macros.h"
+
+namespace ridge {
+
+CachedMemory::CachedMemory(ModelBackend* backend, int64_t running_slots, int64_t snapshot_slots)
+    : backend_(backend),
+      memory_(running_slots + snapshot_slots, backend->kv_layout(), backend->num_kv_blocks()),
+      running_slots_(running_slots),
+      snapshot_slots_(snapshot_slots) {
+  RIDGE_CHECK(running_slots >= 1 && snapshot_slots >= 0);
+}
+
+int64_t CachedMemory::FreeBlocks() {
+  const KvBlockPool& pool = memory_.blocks();
+  int64_t free = pool.free();
+  if (cache_.evictable() == 0) return free;
+  holds_.assign(pool.total(), 0);
+  cache_.ForEachEvictableBlock([&](int32_t block) {
+    // A block is freed by the evictions once they have dropped every reference it has.
+    if (++holds_[block] == pool.references(block)) ++free;
+  });
+  return free;
+}
+
+bool CachedMemory::TakeSlot(SequenceMemory& memory) {
+  if (running_ >= running_slots_) return false;
+  // The pool has a slot for every sequence beside a full cache.
+  RIDGE_CHECK(memory_.TakeSlot(memory));
+  ++running_;
+  return true;
+}
+
+bool CachedMemory::Grow(SequenceMemory& memory, int64_t end) {
+  while (!memory_.Grow(memory, end)) {
+    if (!EvictOne()) return false;
+  }
+  return true;
+}
+
+void CachedMemory::Release(SequenceMemory& memory) {
+  if (memory.slot >= 0) --running_;
+  memory_.Release(memory);
+}
+
+bool CachedMemory::EvictOne() {
+  PrefixCache::Node* victim = cache_.LeastRecentlyUsed();
+  if (victim == nullptr) return false;
+  CachedSnapshot evicted = cache_.Remove(victim);
+  memory_.mutable_slots().Release(evicted.slot);
+  for (int32_t block : evicted.blocks) memory_.mutable_blocks().Release(block);
+  ++evictions_;
+  return true;
+}
+
+bool CachedMemory::MakeRoom() { return cache_.size() < snapshot_slots_ || EvictOne(); }
+
+absl::StatusOr<bool> CachedMemory::Restore(const PrefixCache::Hit& hit, SequenceMemory& memory) {
+  RIDGE_CHECK(hit.node != nullptr && memory.slot >= 0 && memory.blocks.size() == 0);
+  const CachedSnapshot& snapshot = *hit.snapshot;
+  const KvLayout& kv = memory_.layout();
+  if (!kv.empty()) {
+    const int64_t full = snapshot.position / kv.block_size;
+    memory.blocks.Share(std::span<const int32_t>(snapshot.blocks).first(full),
+                        memory_.mutable_blocks());
+    if (full < static_cast<int64_t>(snapshot.blocks.size())) {
+      if (!Grow(memory, snapshot.position)) {
+        memory.blocks.Clear(memory_.mutable_blocks());
+        return false;
+      }
+      RETURN_IF_ERROR(backend_->CopyKvBlock(snapshot.blocks[full], memory.blocks.entries()[full]));
+    }
+  }
+  RETURN_IF_ERROR(backend_->CopySlot(snapshot.slot, memory.slot));
+  cache_.Touch(hit.node);
+  return true;
+}
+
+absl::Status CachedMemory::Snapshot(std::string_view space, std::span<const int32_t> tokens,
+                                    const SequenceMemory& memory) {
+  if (!caching() || tokens.empty()) return absl::OkStatus();
+  if (PrefixCache::Node* existing = cache_.Find(space, tokens); existing != nullptr) {
+    cache_.Touch(existing);
+    return absl::OkStatus();
+  }
+  if (!MakeRoom()) return absl::OkStatus();
+  CachedSnapshot snapshot{.slot = memory_.mutable_slots().Take(),
+                          .position = static_cast<int64_t>(tokens.size())};
+  RIDGE_CHECK(snapshot.slot >= 0);
+  if (absl::Status copied = backend_->CopySlot(memory.slot, snapshot.slot); !copied.ok()) {
+    memory_.mutable_slots().Release(snapshot.slot);
+    return copied;
+  }
+  const int64_t covered = memory_.layout().BlocksFor(snapshot.position);
+  RIDGE_CHECK(covered <= memory.blocks.size());
+  for (int64_t i = 0; i < covered; ++i) {
+    const int32_t block = memory.blocks.entries()[i];
+    memory_.mutable_blocks().Retain(block);
+    snapshot.blocks.push_back(block);
+  }
+  cache_.Insert(space, tokens, std::move(snapshot), /*pinned=*/false);
+  return absl::OkStatus();
+}
+
+void CachedMemory::Retire(std::string_view space, std::span<const int32_t> tokens,
+                          SequenceMemory& memory) {
+  const int64_t position = static_cast<int64_t>(tokens.size());
+  const bool keep = caching() && memory.slot >= 0 && position > 0 &&
+                    backend_->SlotPosition(memory.slot) == position &&
+                    memory.blocks.size() >= memory_.layout().BlocksFor(position);
+  if (!keep) return Release(memory);
+  if (PrefixCache::Node* existing = cache_.Find(space, tokens); existing != nullptr) {
+    cache_.Touch(existing);
+    return Release(memory);
+  }
+  if (!MakeRoom()) return Release(memory);
+  CachedSnapshot snapshot{.slot = std::exchange(memory.slot, -1), .position = position};
+  --running_;
+  snapshot.blocks =
+      memory.blocks.Surrender(memory_.layout().BlocksFor(position), memory_.mutable_blocks());
+  cache_.Insert(space, tokens, std::move(snapshot), /*pinned=*/false);
+}
+
+}  // namespace ridge

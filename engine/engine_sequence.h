@@ -1,0 +1,40 @@
+// The engine's record of one request (private to the engine's translation units).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace ridge {
+
+struct Engine::Sequence {
+  explicit Sequence(Sampler s) : sampler(std::move(s)) {}
+
+  RequestId id = 0;
+  EngineRequest request;
+  std::shared_ptr<RequestSink> sink;
+  Sampler sampler;
+  SolverOptions solver;
+  SequenceMemory memory;  // its state slot and KV blocks
+  // What the sequence prefills when admitted: its prompt, or after a preemption its prompt and
+  // every token it generated (recomputed, so the output goes on as if never preempted).
+  std::vector<int32_t> feed;
+  int64_t prompt_done = 0;  // tokens of `feed` processed
+  int64_t position = 0;     // tokens in its memory
+  std::vector<int32_t> generated;
+  int32_t next_token = 0;
+  SteadyTime submitted, last_token;
+  bool has_token = false;
+  RequestUsage usage;
+  std::string cache_space;  // the prefix cache's namespace: the salt and the solver budget
+  PrefixCache::Hit hit;     // looked up while waiting, valid while the cache's generation holds
+  uint64_t hit_generation = ~uint64_t{0};
+  RequestEvent pending;  // tokens of this step, sent once the step is over
+
+  bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
+};
+
+}  // namespace ridge
