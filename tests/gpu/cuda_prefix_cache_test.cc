@@ -1,0 +1,183 @@
+// The prefix cache on the GPU backends (MesaNet and a GKA/attention/sliding-window hybrid): a
+// hit restores the state with a device copy, shares the KV blocks and copies the partly filled
+// one, and the tokens and log-probabilities that follow agree with recomputing the whole prompt
+// on the same GPU within bf16 rounding (the test prints the largest difference); the next turn
+// of a conversation reuses the finished answer's state. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/engine.h"
+#include "kernels/device_info.h"
+#include "models/arch/hybrid_qwen3.h"
+#include "models/arch/hybrid_qwen3_config.h"
+#include "models/cuda/cuda_backend.h"
+#include "models/cuda/hybrid_backend.h"
+#include "models/mesanet_weights.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/collecting_sink.h"
+
+namespace ridge {
+namespace {
+
+using testing::CollectingSink;
+
+// The log-probability difference allowed between a hit and a recompute: both run bf16 products
+// on the same GPU, over differently chunked prompts.
+constexpr float kLogprobTolerance = 0.05f;
+
+struct Outcome {
+  std::vector<int32_t> tokens = {};
+  std::vector<LogprobEntry> logprobs = {};
+  RequestUsage usage = {};
+  absl::Status status = {};
+};
+
+Outcome RunToEnd(Engine& engine, std::vector<int32_t> prompt, int max_tokens) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.temperature = 0.0f;
+  r.sampling.ignore_eos = true;
+  r.logprobs = true;
+  r.top_logprobs = 5;
+  auto sink = std::make_shared<CollectingSink>();
+  auto id = engine.Submit(std::move(r), sink);
+  if (!id.ok()) return {.status = id.status()};
+  RequestEvent last = sink->Wait();
+  return {sink->tokens(), sink->logprobs(), last.usage, last.status};
+}
+
+std::vector<int32_t> Tokens(int count, int seed, int vocab) {
+  std::vector<int32_t> out;
+  for (int t = 0; t < count; ++t) out.push_back((t * 37 + seed * 101 + 5) % vocab);
+  return out;
+}
+
+// Runs the checks on two engines over backends of the same weights: `cached` with a prefix
+// cache, `plain` without.
+void CheckHitsAgainstRecompute(Engine& cached, Engine& plain, int vocab, const char* what) {
+  const std::vector<int32_t> prompt = Tokens(300, 1, vocab);
+  float worst = 0.0f;
+  // Inside a block of 16 (37), at a block boundary (64), deep (200).
+  for (int length : {37, 64, 200}) {
+    SCOPED_TRACE(length);
+    ASSERT_TRUE(RunToEnd(cached, {prompt.begin(), prompt.begin() + length}, 1).status.ok());
+    const Outcome hit = RunToEnd(cached, prompt, 8);
+    const Outcome whole = RunToEnd(plain, prompt, 8);
+    ASSERT_TRUE(hit.status.ok()) << hit.status;
+    ASSERT_TRUE(whole.status.ok()) << whole.status;
+    EXPECT_EQ(hit.usage.cached_tokens, length);
+    EXPECT_EQ(whole.usage.cached_tokens, 0);
+    // The first token's distribution is compared whole; after a pick that differs (two
+    // logits within rounding) the paths part, so later ones only while the picks agree.
+    for (size_t i = 0; i < hit.logprobs.size(); ++i) {
+      const auto& a = hit.logprobs[i].top;
+      const auto& b = whole.logprobs[i].top;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t j = 0; j < a.size(); ++j) {
+        if (a[j].first != b[j].first) continue;  // an alternative swapped with its neighbour
+        worst = std::max(worst, std::fabs(a[j].second - b[j].second));
+      }
+      if (hit.tokens[i] != whole.tokens[i]) break;
+    }
+  }
+  std::printf("%s: largest log-probability difference, hit vs recompute: %.4g\n", what, worst);
+  EXPECT_LE(worst, kLogprobTolerance);
+
+  // A conversation: each turn replays the previous answer and adds 20 tokens.
+  std::vector<int32_t> conversation = Tokens(120, 2, vocab);
+  for (int turn = 0; turn < 3; ++turn) {
+    const int64_t before = static_cast<int64_t>(conversation.size());
+    const Outcome answer = RunToEnd(cached, conversation, 10);
+    ASSERT_TRUE(answer.status.ok()) << answer.status;
+    EXPECT_EQ(answer.usage.cached_tokens, turn == 0 ? 0 : before - 20 - 1) << turn;
+    conversation.insert(conversation.end(), answer.tokens.begin(), answer.tokens.end());
+    const std::vector<int32_t> user = Tokens(20, 10 + turn, vocab);
+    conversation.insert(conversation.end(), user.begin(), user.end());
+  }
+  EXPECT_GE(cached.Snapshot().prefix_snapshots, 1);
+}
+
+TEST(CudaPrefixCacheTest, HybridHitsAgreeWithRecomputing) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  nlohmann::json config = {{"model_type", "hybrid_qwen3"},
+                           {"hidden_size", 256},
+                           {"intermediate_size", 384},
+                           {"num_hidden_layers", 4},
+                           {"num_attention_heads", 4},
+                           {"num_key_value_heads", 2},
+                           {"head_dim", 64},
+                           {"rms_norm_eps", 1e-6},
+                           {"vocab_size", 384},
+                           {"tie_word_embeddings", false},
+                           {"max_position_embeddings", 131072},
+                           {"rope_theta", 10000.0},
+                           {"sliding_window", 48},
+                           {"hybrid_override_pattern", "GKA-*-GKA-SWA"},
+                           {"gka_config",
+                            {{"head_dim", 64},
+                             {"num_q_heads", 4},
+                             {"num_k_heads", 2},
+                             {"num_v_heads", 2},
+                             {"num_iter", 30},
+                             {"ridge_strength", 0.02},
+                             {"use_alpha_connection", true},
+                             {"use_v_conv", true},
+                             {"use_beta_gate", true},
+                             {"use_gate", true},
+                             {"conv_size", 4},
+                             {"norm_eps", 1e-6},
+                             {"solver_type", "chebyshev"}}}};
+  auto spec = ParseHybridQwen3Config(config);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto model = HybridQwen3Model::Random(*spec, 5, 16);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3}) {
+    const bool fp8 = dtype == KvCacheDtype::kFp8E4m3;
+    auto with_cache =
+        CudaHybridBackend::Create((*model)->spec(), *(*model)->hybrid_weights(),
+                                  {.num_slots = 8, .num_kv_blocks = 256, .kv_cache_dtype = dtype});
+    auto without =
+        CudaHybridBackend::Create((*model)->spec(), *(*model)->hybrid_weights(),
+                                  {.num_slots = 4, .num_kv_blocks = 256, .kv_cache_dtype = dtype});
+    ASSERT_TRUE(with_cache.ok()) << with_cache.status();
+    ASSERT_TRUE(without.ok()) << without.status();
+    auto cached = Engine::Create(
+        with_cache->get(), {.max_slots = 4, .prefix_cache_slots = 4, .prefill_token_budget = 2048},
+        nullptr);
+    auto plain =
+        Engine::Create(without->get(), {.max_slots = 4, .prefill_token_budget = 2048}, nullptr);
+    ASSERT_TRUE(cached.ok() && plain.ok());
+    CheckHitsAgainstRecompute(**cached, **plain, 384, fp8 ? "hybrid, fp8 KV" : "hybrid, bf16 KV");
+  }
+}
+
+TEST(CudaPrefixCacheTest, MesaNetHitsAgreeWithRecomputing) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  MesaNetConfig config;
+  config.hidden_size = 256;
+  config.num_heads = 4;
+  config.head_dim = 64;
+  config.num_hidden_layers = 2;
+  config.intermediate_size = 512;
+  config.vocab_size = 300;
+  config.eos_token_ids.clear();
+  const MesaNetWeights weights = RandomMesaNetWeights(config, 11);
+  auto with_cache = CudaBackend::Create(config, weights, {.num_slots = 8});
+  auto without = CudaBackend::Create(config, weights, {.num_slots = 4});
+  ASSERT_TRUE(with_cache.ok()) << with_cache.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  auto cached = Engine::Create(
+      with_cache->get(), {.max_slots = 4, .prefix_cache_slots = 4, .prefill_token_budget = 512},
+      nullptr);
+  auto plain =
+      Engine::Create(without->get(), {.max_slots = 4, .prefill_token_budget = 512}, nullptr);
+  ASSERT_TRUE(cached.ok() && plain.ok());
+  CheckHitsAgainstRecompute(**cached, **plain, 300, "MesaNet");
+}
+
+}  // namespace
+}  // namespace ridge
