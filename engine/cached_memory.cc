@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status_macros.h"
 
@@ -108,21 +109,91 @@ absl::Status CachedMemory::Snapshot(std::string_view space, std::span<const int3
 
 void CachedMemory::Retire(std::string_view space, std::span<const int32_t> tokens,
                           SequenceMemory& memory) {
+  Keep(space, tokens, memory, /*pinned=*/false);
+}
+
+PrefixCache::Node* CachedMemory::RetirePinned(std::string_view space,
+                                              std::span<const int32_t> tokens,
+                                              SequenceMemory& memory) {
+  return Keep(space, tokens, memory, /*pinned=*/true);
+}
+
+PrefixCache::Node* CachedMemory::Keep(std::string_view space, std::span<const int32_t> tokens,
+                                      SequenceMemory& memory, bool pinned) {
   const int64_t position = static_cast<int64_t>(tokens.size());
   const bool keep = caching() && memory.slot >= 0 && position > 0 &&
                     backend_->SlotPosition(memory.slot) == position &&
                     memory.blocks.size() >= memory_.layout().BlocksFor(position);
-  if (!keep) return Release(memory);
+  if (!keep) {
+    Release(memory);
+    return nullptr;
+  }
   if (PrefixCache::Node* existing = cache_.Find(space, tokens); existing != nullptr) {
     cache_.Touch(existing);
-    return Release(memory);
+    if (pinned) cache_.SetPinned(existing, true);
+    Release(memory);
+    return existing;
   }
-  if (!MakeRoom()) return Release(memory);
+  if (!MakeRoom()) {
+    Release(memory);
+    return nullptr;
+  }
   CachedSnapshot snapshot{.slot = std::exchange(memory.slot, -1), .position = position};
   --running_;
   snapshot.blocks =
       memory.blocks.Surrender(memory_.layout().BlocksFor(position), memory_.mutable_blocks());
-  cache_.Insert(space, tokens, std::move(snapshot), /*pinned=*/false);
+  return cache_.Insert(space, tokens, std::move(snapshot), pinned);
+}
+
+absl::Status CachedMemory::Export(const PrefixCache::Node* node, std::string* state,
+                                  std::vector<std::string>* kv_blocks) {
+  const CachedSnapshot& snapshot = PrefixCache::snapshot(node);
+  RETURN_IF_ERROR(backend_->ExportSlot(snapshot.slot, state));
+  kv_blocks->resize(snapshot.blocks.size());
+  for (size_t i = 0; i < snapshot.blocks.size(); ++i) {
+    RETURN_IF_ERROR(backend_->ExportKvBlock(snapshot.blocks[i], &(*kv_blocks)[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PrefixCache::Node*> CachedMemory::Import(std::string_view space,
+                                                        std::span<const int32_t> tokens,
+                                                        std::string_view state,
+                                                        const std::vector<std::string>& kv_blocks) {
+  const int64_t position = static_cast<int64_t>(tokens.size());
+  RIDGE_CHECK(position > 0 &&
+              static_cast<int64_t>(kv_blocks.size()) == memory_.layout().BlocksFor(position));
+  if (cache_.Find(space, tokens) != nullptr) {
+    return absl::AlreadyExistsError(
+        "the prefix cache already holds a state at exactly these tokens");
+  }
+  if (!MakeRoom()) {
+    return absl::ResourceExhaustedError(
+        "the prefix cache has no room: every state it holds is a session or in use");
+  }
+  // A sequence's memory for the while, so failures give everything back the usual way.
+  SequenceMemory memory;
+  memory.slot = memory_.mutable_slots().Take();
+  RIDGE_CHECK(memory.slot >= 0);
+  ++running_;
+  auto fail = [&](absl::Status status) {
+    Release(memory);
+    return status;
+  };
+  if (!kv_blocks.empty() && !Grow(memory, position)) {
+    return fail(absl::ResourceExhaustedError(
+        absl::StrCat("the KV cache has no room for the session's ", kv_blocks.size(), " blocks")));
+  }
+  if (absl::Status s = backend_->ImportSlot(memory.slot, state, position); !s.ok()) return fail(s);
+  for (size_t i = 0; i < kv_blocks.size(); ++i) {
+    if (absl::Status s = backend_->ImportKvBlock(memory.blocks.entries()[i], kv_blocks[i]);
+        !s.ok()) {
+      return fail(s);
+    }
+  }
+  PrefixCache::Node* node = Keep(space, tokens, memory, /*pinned=*/true);
+  RIDGE_CHECK(node != nullptr);
+  return node;
 }
 
 }  // namespace ridge

@@ -66,9 +66,31 @@ class CachedMemory {
   // Like Snapshot for a sequence that is done: the cache takes over its slot and blocks
   // instead of copying them (or releases them when it has that snapshot already or no room).
   void Retire(std::string_view space, std::span<const int32_t> tokens, SequenceMemory& memory);
+  // Like Retire, but the snapshot is pinned (a saved session's) and returned; null (memory
+  // released) when there is no room.
+  PrefixCache::Node* RetirePinned(std::string_view space, std::span<const int32_t> tokens,
+                                  SequenceMemory& memory);
+  // A session's snapshot given up: it stays as an ordinary, evictable one.
+  void Unpin(PrefixCache::Node* node) { cache_.SetPinned(node, false); }
+  void Pin(PrefixCache::Node* node) { cache_.SetPinned(node, true); }
+  PrefixCache::Node* Find(std::string_view space, std::span<const int32_t> tokens) const {
+    return cache_.Find(space, tokens);
+  }
+
+  // A pinned snapshot's contents as the backend stores them: its state and its KV blocks.
+  absl::Status Export(const PrefixCache::Node* node, std::string* state,
+                      std::vector<std::string>* kv_blocks);
+  // A pinned snapshot at `tokens` made from exported contents (a session read from disk):
+  // evicts for room; on any failure takes nothing and changes nothing else.
+  absl::StatusOr<PrefixCache::Node*> Import(std::string_view space, std::span<const int32_t> tokens,
+                                            std::string_view state,
+                                            const std::vector<std::string>& kv_blocks);
 
  private:
   bool EvictOne();
+  // Retire's work: the snapshot kept (pinned or not), or null when memory was released.
+  PrefixCache::Node* Keep(std::string_view space, std::span<const int32_t> tokens,
+                          SequenceMemory& memory, bool pinned);
   // Room for one more snapshot: evicts when the cache is full; false when it cannot.
   bool MakeRoom();
 

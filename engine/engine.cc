@@ -135,6 +135,14 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
   if (request.solver.has_value()) {
     RETURN_IF_ERROR(ValidateSolverOptions(*request.solver, options_.max_solver_iterations));
   }
+  if (!request.session_id.empty()) {
+    RETURN_IF_ERROR(ValidateSessionId(request.session_id));
+    if (SessionLimit() < 1) {
+      return absl::FailedPreconditionError(
+          "session_id: sessions live in the prefix cache, and this server runs without one "
+          "(--no-prefix-cache or too little --prefix-cache-memory)");
+    }
+  }
   if (request.cache_salt.size() > kMaxCacheSaltBytes) {
     return absl::InvalidArgumentError(absl::StrCat("cache_salt: ", request.cache_salt.size(),
                                                    " bytes is more than the limit of ",
@@ -240,9 +248,17 @@ void Engine::Loop() {
   while (true) {
     wake_.wait(lock, [&] {
       return stopping_ || !incoming_.empty() || !cancels_.empty() || !running_.empty() ||
-             !waiting_.empty();
+             !waiting_.empty() || !commands_.empty();
     });
     if (stopping_) break;
+    if (!commands_.empty()) {
+      std::vector<std::function<void()>> commands = std::move(commands_);
+      commands_.clear();
+      lock.unlock();
+      for (auto& command : commands) command();
+      lock.lock();
+      continue;
+    }
     std::vector<std::unique_ptr<Sequence>> arrived = std::move(incoming_);
     CancelList cancels = std::move(cancels_);
     incoming_.clear();
@@ -260,6 +276,14 @@ void Engine::Loop() {
   for (auto& seq : running_) Finish(*seq, FinishReason::kCancelled, down);
   for (auto& seq : waiting_) Finish(*seq, FinishReason::kCancelled, down);
   DeliverEvents();
+  // Session calls that arrived meanwhile still get their answer.
+  std::vector<std::function<void()>> commands;
+  {
+    std::lock_guard<std::mutex> relock(mutex_);
+    commands = std::move(commands_);
+    commands_.clear();
+  }
+  for (auto& command : commands) command();
 }
 
 void Engine::Preempt(const std::vector<RequestId>& victims) {
@@ -382,7 +406,14 @@ bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
 }
 
 void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels) {
-  for (auto& seq : arrived) waiting_.push_back(std::move(seq));
+  for (auto& seq : arrived) {
+    if (JoinSession(*seq)) {
+      waiting_.push_back(std::move(seq));
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);  // finished with an error instead
+    --queued_;
+  }
   CancelOrExpire(std::move(cancels));
   FindCachedPrefixes();
 

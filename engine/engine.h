@@ -6,8 +6,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -38,6 +41,19 @@ struct EngineOptions {
   int64_t max_new_tokens = 1 << 16;     // cap on sampling.max_tokens
   SolverOptions default_solver{0.0f, 30};
   int32_t max_solver_iterations = 100;  // the most a request may ask for
+  // Saved sessions (they live in the prefix cache, pinned): at most this many, and where
+  // SaveSessionToDisk and LoadSessionFromDisk keep their files (empty: in memory only).
+  // model_fingerprint names the weights a saved file belongs to (empty: one of the spec's shape).
+  int64_t max_sessions = 0;  // 0: half of prefix_cache_slots
+  std::string session_dir = {};
+  std::string model_fingerprint = {};
+};
+
+struct SessionInfo {
+  std::string id;
+  int64_t tokens = 0;     // its history: what the state consumed and the answer's last token
+  bool in_use = false;    // a request is continuing it
+  std::string path = {};  // its file, for the disk operations
 };
 
 absl::Status ValidateEngineOptions(const EngineOptions& options);
@@ -90,6 +106,15 @@ class Engine {
   bool WaitIdle(SteadyTime deadline);
 
   EngineSnapshot Snapshot() const;
+
+  // Saved sessions (engine_sessions.cc). Each call waits for the engine thread (a step at
+  // most). Errors: kNotFound (no such session or file), kFailedPrecondition (in use by a
+  // request, no --session-dir, a file of another model or backend), kDataLoss (a damaged
+  // file), kResourceExhausted (no room), kInvalidArgument (a bad id).
+  std::vector<SessionInfo> ListSessions();
+  absl::Status DeleteSession(const std::string& id);
+  absl::StatusOr<SessionInfo> SaveSessionToDisk(const std::string& id);
+  absl::StatusOr<SessionInfo> LoadSessionFromDisk(const std::string& id);
   const ModelSpec& spec() const { return backend_->spec(); }
   EngineMemory memory() const;
   const EngineOptions& options() const { return options_; }
@@ -125,6 +150,22 @@ class Engine {
   // Gives back a finished sequence's memory, the prefix cache keeping its state when it ended
   // normally.
   void ReleaseFinished(Sequence& seq, FinishReason reason);
+  // Sessions (engine_sessions.cc): an arriving request that names one takes it (its tokens go
+  // before the prompt); false when it was finished with an error instead.
+  bool JoinSession(Sequence& seq);
+  // A finished request's session: its final state saved (ended normally) or let go.
+  void LeaveSession(Sequence& seq, bool ended_normally);
+  int64_t SessionLimit() const;
+  // Runs `work` on the engine thread between steps and waits for it.
+  void RunOnEngineThread(std::function<void()> work);
+  std::string FingerprintOrSpec() const;
+  struct Session {
+    PrefixCache::Node* node = nullptr;  // null while its first request runs
+    std::vector<int32_t> tokens = {};   // those its state has consumed
+    std::vector<int32_t> pending = {};  // generated after them, not yet fed (the last pick)
+    std::string space = {};
+    bool in_use = false;
+  };
   // Posts the step's events to the delivery thread once its metrics are recorded, so a client
   // that has its answer and then scrapes /metrics sees the step that produced it.
   void DeliverEvents();
@@ -151,6 +192,8 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;
   CachedMemory memory_;
   std::vector<PrefixCache::Node*> locked_hits_;  // during a step: FindCachedPrefixes' locks
+  std::map<std::string, Session> sessions_;
+  std::vector<std::function<void()>> commands_;  // guarded by mutex_
   int64_t evictions_reported_ = 0;
   EventDelivery::Events outbox_;  // this step's events, posted to delivery_ at its end
   std::unique_ptr<EventDelivery> delivery_ = std::make_unique<EventDelivery>();

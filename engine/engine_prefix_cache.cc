@@ -27,7 +27,12 @@ void Engine::FindCachedPrefixes() {
       std::min<int64_t>(static_cast<int64_t>(waiting_.size()), memory_.FreeRunningSlots());
   for (int64_t i = 0; i < candidates; ++i) {
     Sequence& seq = *waiting_[i];
-    if (seq.hit_generation != memory_.generation()) {
+    if (seq.session_node != nullptr) {
+      // A session's state, pinned: the request continues it whatever its own namespace.
+      const CachedSnapshot& snapshot = PrefixCache::snapshot(seq.session_node);
+      seq.hit = {seq.session_node, snapshot.position, &snapshot};
+      seq.hit_generation = memory_.generation();
+    } else if (seq.hit_generation != memory_.generation()) {
       // At least the prompt's last token is computed: its logits pick the first new token.
       seq.hit =
           memory_.Lookup(seq.cache_space, seq.feed, static_cast<int64_t>(seq.feed.size()) - 1);
@@ -74,6 +79,11 @@ void Engine::SnapshotPrompt(Sequence& seq) {
 void Engine::ReleaseFinished(Sequence& seq, FinishReason reason) {
   const bool ended_normally = reason == FinishReason::kStop || reason == FinishReason::kEos ||
                               reason == FinishReason::kLength;
+  if (seq.joined_session) {
+    LeaveSession(seq, ended_normally);  // keeps the memory as the session's when it can
+    memory_.Release(seq.memory);
+    return;
+  }
   if (!ended_normally || !memory_.caching() || seq.memory.slot < 0) {
     memory_.Release(seq.memory);
     return;

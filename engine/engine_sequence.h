@@ -32,7 +32,9 @@ struct Engine::Sequence {
   std::string cache_space;  // the prefix cache's namespace: the salt and the solver budget
   PrefixCache::Hit hit;     // looked up while waiting, valid while the cache's generation holds
   uint64_t hit_generation = ~uint64_t{0};
-  RequestEvent pending;  // tokens of this step, sent once the step is over
+  bool joined_session = false;                // holds request.session_id (JoinSession)
+  PrefixCache::Node* session_node = nullptr;  // the session's state it continues, if any
+  RequestEvent pending;                       // tokens of this step, sent once the step is over
 
   bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
 };

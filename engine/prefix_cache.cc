@@ -171,6 +171,14 @@ void PrefixCache::Unlock(Node* node) {
   if (!node->held()) --locked_or_pinned_;
 }
 
+void PrefixCache::SetPinned(Node* node, bool pinned) {
+  RIDGE_CHECK(node->snapshot.has_value());
+  if (node->pinned == pinned) return;
+  const bool held_before = node->held();
+  node->pinned = pinned;
+  if (held_before != node->held()) locked_or_pinned_ += node->held() ? 1 : -1;
+}
+
 const CachedSnapshot& PrefixCache::snapshot(const Node* node) { return *node->snapshot; }
 bool PrefixCache::pinned(const Node* node) { return node->pinned; }
 

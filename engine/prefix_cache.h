@@ -65,6 +65,8 @@ class PrefixCache {
   // A locked snapshot is not offered for eviction (LeastRecentlyUsed) until unlocked.
   void Lock(Node* node);
   void Unlock(Node* node);
+  // A pinned snapshot (a saved session's) is never offered for eviction either.
+  void SetPinned(Node* node, bool pinned);
   static const CachedSnapshot& snapshot(const Node* node);
   static bool pinned(const Node* node);
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,7 +36,14 @@ struct EngineRequest {
   // Prefix-cache isolation (as vLLM's cache_salt): only requests with the same salt share
   // cached prefixes.
   std::string cache_salt;
+  // A saved session to continue (its tokens come before `prompt`, its state is restored) and to
+  // save this request's final state under when it ends normally; empty: none. The engine's
+  // sessions (Engine::ListSessions) say which exist.
+  std::string session_id;
 };
+
+// Session ids: 1 to 128 of [A-Za-z0-9_.-], not starting with '.' (they name files on disk).
+absl::Status ValidateSessionId(std::string_view id);
 
 enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
 // Why a transport ends a request early: the client went away or asked to (finishes as

@@ -1,6 +1,7 @@
 #include "models/cpu_backend.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/status_macros.h"
 
@@ -37,6 +38,37 @@ absl::Status CpuBackend::CopyKvBlock(int32_t from, int32_t to) {
   RETURN_IF_ERROR(CheckKvBlock(to));
   const int64_t floats = decoder_->kv_layout().floats_per_block();
   std::copy_n(kv_storage_.begin() + from * floats, floats, kv_storage_.begin() + to * floats);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ExportSlot(int64_t slot, std::string* bytes) {
+  RETURN_IF_ERROR(CheckSlot(slot));
+  const char* first = reinterpret_cast<const char*>(&states_[slot * floats_per_slot_]);
+  bytes->assign(first, floats_per_slot_ * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ImportSlot(int64_t slot, std::string_view bytes, int64_t position) {
+  RETURN_IF_ERROR(CheckSlot(slot));
+  RETURN_IF_ERROR(CheckImport("a state", bytes, floats_per_slot_ * sizeof(float)));
+  std::memcpy(&states_[slot * floats_per_slot_], bytes.data(), bytes.size());
+  positions_[slot] = position;
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ExportKvBlock(int32_t block, std::string* bytes) {
+  RETURN_IF_ERROR(CheckKvBlock(block));
+  const int64_t floats = decoder_->kv_layout().floats_per_block();
+  bytes->assign(reinterpret_cast<const char*>(&kv_storage_[block * floats]),
+                floats * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ImportKvBlock(int32_t block, std::string_view bytes) {
+  RETURN_IF_ERROR(CheckKvBlock(block));
+  const int64_t floats = decoder_->kv_layout().floats_per_block();
+  RETURN_IF_ERROR(CheckImport("a KV block", bytes, floats * sizeof(float)));
+  std::memcpy(&kv_storage_[block * floats], bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 

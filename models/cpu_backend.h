@@ -33,6 +33,11 @@ class CpuBackend : public ModelBackend {
   absl::Status ResetSlot(int64_t slot) override;
   absl::Status CopySlot(int64_t from, int64_t to) override;
   absl::Status CopyKvBlock(int32_t from, int32_t to) override;
+  std::string state_format() const override { return "cpu/fp32"; }
+  absl::Status ExportSlot(int64_t slot, std::string* bytes) override;
+  absl::Status ImportSlot(int64_t slot, std::string_view bytes, int64_t position) override;
+  absl::Status ExportKvBlock(int32_t block, std::string* bytes) override;
+  absl::Status ImportKvBlock(int32_t block, std::string_view bytes) override;
   absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                        std::vector<float>* logits) override;
 

@@ -111,6 +111,33 @@ absl::Status ModelBackend::CopyKvBlock(int32_t from, int32_t to) {
                                                     from, " to ", to, ")"));
 }
 
+absl::Status ModelBackend::ExportSlot(int64_t slot, std::string*) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", std::string(name()), " backend cannot export slot ", slot));
+}
+
+absl::Status ModelBackend::ImportSlot(int64_t slot, std::string_view, int64_t) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", std::string(name()), " backend cannot import slot ", slot));
+}
+
+absl::Status ModelBackend::ExportKvBlock(int32_t block, std::string*) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", std::string(name()), " backend cannot export KV block ", block));
+}
+
+absl::Status ModelBackend::ImportKvBlock(int32_t block, std::string_view) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", std::string(name()), " backend cannot import KV block ", block));
+}
+
+absl::Status ModelBackend::CheckImport(std::string_view what, std::string_view bytes,
+                                       int64_t expected) const {
+  if (static_cast<int64_t>(bytes.size()) == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(std::string(what), " of ", bytes.size(),
+                                                 " bytes; this backend's are ", expected));
+}
+
 absl::Status ModelBackend::ValidateChunks(std::span<const SlotChunk> chunks) const {
   const int64_t vocab = spec().vocab_size;
   const int64_t block_size = kv_layout().empty() ? 0 : kv_layout().block_size;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -80,6 +81,16 @@ class ModelBackend {
   // snapshot is copied before a sequence writes into it). The base refuses: no KV cache.
   virtual absl::Status CopyKvBlock(int32_t from, int32_t to);
 
+  // A slot's and a KV block's contents exactly as this backend stores them, and back: how a
+  // saved session goes to disk and returns. state_format() names that storage (empty: the
+  // backend cannot export), so a file is only read into a backend that stores states the same
+  // way; ImportSlot also sets the slot's position. The base refuses.
+  virtual std::string state_format() const { return ""; }
+  virtual absl::Status ExportSlot(int64_t slot, std::string* bytes);
+  virtual absl::Status ImportSlot(int64_t slot, std::string_view bytes, int64_t position);
+  virtual absl::Status ExportKvBlock(int32_t block, std::string* bytes);
+  virtual absl::Status ImportKvBlock(int32_t block, std::string_view bytes);
+
   // Advances every chunk's slot over its tokens; one chunk per slot at most. `logits` receives
   // [rows, vocab] floats: one row per token (kAllTokens) or per chunk (kLastToken).
   virtual absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
@@ -117,6 +128,8 @@ class ModelBackend {
   absl::Status CheckSlot(int64_t slot) const;
   // An error naming the block unless 0 <= block < num_kv_blocks().
   absl::Status CheckKvBlock(int32_t block) const;
+  // An error unless an imported state or block has the `expected` size.
+  absl::Status CheckImport(std::string_view what, std::string_view bytes, int64_t expected) const;
 };
 
 }  // namespace ridge

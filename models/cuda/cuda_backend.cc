@@ -245,6 +245,31 @@ absl::Status CudaBackend::WriteSlot(int64_t slot, const MesaState& state) {
   return absl::OkStatus();
 }
 
+// The pool's own layout (Hs packed, kernels/mesa_slot_layout.h), not MesaState's.
+std::string CudaBackend::state_format() const { return "cuda-mesa/packed-fp32"; }
+
+absl::Status CudaBackend::ExportSlot(int64_t slot, std::string* bytes) {
+  RETURN_IF_ERROR(CheckSlot(slot));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  bytes->resize(impl_->slot_floats * sizeof(float));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes->data(),
+                                        impl_->state_pool.as<float>() + slot * impl_->slot_floats,
+                                        bytes->size(), cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ImportSlot(int64_t slot, std::string_view bytes, int64_t position) {
+  RETURN_IF_ERROR(CheckSlot(slot));
+  RETURN_IF_ERROR(CheckImport("a state", bytes, impl_->slot_floats * sizeof(float)));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl_->state_pool.as<float>() + slot * impl_->slot_floats,
+                                        bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  impl_->slot_tokens[slot] = position;
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::CopySlot(int64_t from, int64_t to) {
   RETURN_IF_ERROR(CheckSlot(from));
   RETURN_IF_ERROR(CheckSlot(to));

@@ -64,6 +64,9 @@ class CudaBackend : public ModelBackend {
   absl::Status WriteSlot(int64_t slot, const MesaState& state);
   // Device-to-device copy of a whole state (e.g. for a prefix cache).
   absl::Status CopySlot(int64_t from, int64_t to) override;
+  std::string state_format() const override;
+  absl::Status ExportSlot(int64_t slot, std::string* bytes) override;
+  absl::Status ImportSlot(int64_t slot, std::string_view bytes, int64_t position) override;
 
   int64_t weight_bytes() const;
   int64_t state_bytes_per_slot() const override;

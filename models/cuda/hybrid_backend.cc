@@ -358,6 +358,57 @@ absl::Status CudaHybridBackend::CopyKvBlock(int32_t from, int32_t to) {
   return absl::OkStatus();
 }
 
+std::string CudaHybridBackend::state_format() const {
+  return impl_->kv.empty()                                         ? "cuda-hybrid/fp32"
+         : impl_->options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? "cuda-hybrid/fp32+kv-fp8e4m3"
+                                                                   : "cuda-hybrid/fp32+kv-bf16";
+}
+
+absl::Status CudaHybridBackend::ExportSlot(int64_t slot, std::string* bytes) {
+  RETURN_IF_ERROR(CheckSlot(slot));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  const int64_t size = impl_->recurrent.bytes_per_slot();
+  bytes->resize(size);
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes->data(), impl_->state_pool.as<char>() + slot * size,
+                                        size, cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::ImportSlot(int64_t slot, std::string_view bytes, int64_t position) {
+  RETURN_IF_ERROR(CheckSlot(slot));
+  const int64_t size = impl_->recurrent.bytes_per_slot();
+  RETURN_IF_ERROR(CheckImport("a state", bytes, size));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl_->state_pool.as<char>() + slot * size, bytes.data(),
+                                        size, cudaMemcpyHostToDevice));
+  impl_->positions[slot] = position;
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::ExportKvBlock(int32_t block, std::string* bytes) {
+  RETURN_IF_ERROR(CheckKvBlock(block));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  const int64_t size = impl_->kv.bytes_per_block();
+  bytes->resize(size);
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes->data(), impl_->kv_cache.as<char>() + block * size,
+                                        size, cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::ImportKvBlock(int32_t block, std::string_view bytes) {
+  RETURN_IF_ERROR(CheckKvBlock(block));
+  const int64_t size = impl_->kv.bytes_per_block();
+  RETURN_IF_ERROR(CheckImport("a KV block", bytes, size));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl_->kv_cache.as<char>() + block * size, bytes.data(),
+                                        size, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
 absl::Status CudaHybridBackend::ReadSlot(int64_t slot, std::vector<float>* state) const {
   RETURN_IF_ERROR(CheckSlot(slot));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));

@@ -73,6 +73,11 @@ class CudaHybridBackend : public ModelBackend {
   // Device-to-device copy of a slot's state and position (its KV blocks are the caller's).
   absl::Status CopySlot(int64_t from, int64_t to) override;
   absl::Status CopyKvBlock(int32_t from, int32_t to) override;
+  std::string state_format() const override;
+  absl::Status ExportSlot(int64_t slot, std::string* bytes) override;
+  absl::Status ImportSlot(int64_t slot, std::string_view bytes, int64_t position) override;
+  absl::Status ExportKvBlock(int32_t block, std::string* bytes) override;
+  absl::Status ImportKvBlock(int32_t block, std::string_view bytes) override;
   // A slot's recurrent state as fp32 floats (RecurrentLayout), for tests and debugging.
   absl::Status ReadSlot(int64_t slot, std::vector<float>* state) const;
   int64_t weight_bytes() const;

@@ -1,7 +1,8 @@
 """Writes dashboards/ridgeserve.json, the Grafana dashboard of the Compose stack (and of any
 Grafana scraping ridgeserve): requests and errors by status, latency percentiles, tokens/s,
 running and waiting requests, slots, KV blocks and memory use, solver iterations by phase and
-layer type (a heatmap), capped solves, preemptions. The JSON is committed; tests/deploy checks
+layer type (a heatmap), capped solves, preemptions, and the prefix cache (hit rate, what it
+holds, evictions). The JSON is committed; tests/deploy checks
 it is what this script writes and that every metric it names is exported.
 
     python3 deploy/compose/grafana/make_dashboard.py
@@ -12,7 +13,8 @@ import pathlib
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
 
 
-def panel(title, exprs, x, y, w=12, h=8, unit="short", kind="timeseries", legends=None):
+def panel(title, exprs, x, y, w=12, h=8, unit="short", kind="timeseries", legends=None,
+          overrides=()):
     targets = []
     for i, expr in enumerate(exprs):
         target = {"datasource": DATASOURCE, "expr": expr, "refId": chr(ord("A") + i)}
@@ -27,7 +29,7 @@ def panel(title, exprs, x, y, w=12, h=8, unit="short", kind="timeseries", legend
         "title": title,
         "datasource": DATASOURCE,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": list(overrides)},
         "targets": targets,
     }
 
@@ -83,6 +85,20 @@ def dashboard():
         panel("Batch size (mean sequences a step)",
               ["sum(rate(ridgeserve_batch_size_sum[1m])) / sum(rate(ridgeserve_batch_size_count[1m]))"],
               12, 56),
+        # Prefix cache: the share of admitted prompt tokens restored instead of computed (the
+        # clamp keeps an idle server at 0 rather than no data), what it holds, what it drops.
+        panel("Prefix cache hit rate",
+              ["sum(rate(ridgeserve_prefix_cache_hit_tokens_total[5m]))"
+               " / clamp_min(sum(rate(ridgeserve_prefix_cache_queried_tokens_total[5m])), 1)"],
+              0, 64, unit="percentunit", legends=["hit tokens / queried tokens"]),
+        panel("Prefix cache snapshots and memory",
+              ["sum(ridgeserve_prefix_cache_snapshots)", "sum(ridgeserve_prefix_cache_bytes)"],
+              12, 64, legends=["snapshots", "memory"],
+              overrides=[{"matcher": {"id": "byName", "options": "memory"},
+                          "properties": [{"id": "unit", "value": "bytes"},
+                                         {"id": "custom.axisPlacement", "value": "right"}]}]),
+        panel("Prefix cache evictions per second",
+              ["sum(rate(ridgeserve_prefix_cache_evictions_total[5m]))"], 0, 72),
     ]
     for i, p in enumerate(panels):
         p["id"] = i + 1

@@ -1,0 +1,303 @@
+// Saved sessions: a request that names a session continues its state and, when it ends
+// normally, leaves its own final state there (pinned in the prefix cache); sessions can be
+// listed and deleted, written to a file and read back (engine/session_file.h), also after a
+// restart. Files carry the model's fingerprint, the backend's storage format and checksums; one
+// that does not fit this model and backend is refused with the reason and changes nothing.
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
+#include "engine/engine.h"
+#include "engine/engine_sequence.h"
+#include "engine/session_file.h"
+
+namespace ridge {
+namespace {
+
+constexpr char kSessionFileSuffix[] = ".ridgesession";
+
+// Files larger than this are not read (a 32B hybrid's state with a long context is well below).
+constexpr int64_t kMaxSessionFileBytes = int64_t{64} << 30;
+
+}  // namespace
+
+int64_t Engine::SessionLimit() const {
+  if (options_.max_sessions > 0) return options_.max_sessions;
+  return options_.prefix_cache_slots / 2;
+}
+
+std::string Engine::FingerprintOrSpec() const {
+  if (!options_.model_fingerprint.empty()) return options_.model_fingerprint;
+  const ModelSpec& s = backend_->spec();
+  return absl::StrCat(
+      "spec:",
+      HexDigest(Sha256Of(absl::StrCat(s.architecture, "/", s.LayerPattern(), "/", s.vocab_size, "/",
+                                      s.hidden_size, "/", s.ParameterCount()))));
+}
+
+void Engine::RunOnEngineThread(std::function<void()> work) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    commands_.push_back([&] {
+      work();
+      done.set_value();
+    });
+  }
+  wake_.notify_one();
+  finished.wait();
+}
+
+bool Engine::JoinSession(Sequence& seq) {
+  const std::string& id = seq.request.session_id;
+  if (id.empty()) return true;
+  auto fail = [&](absl::Status status) {
+    Finish(seq, FinishReason::kError, std::move(status));
+    return false;
+  };
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    if (static_cast<int64_t>(sessions_.size()) >= SessionLimit()) {
+      return fail(absl::ResourceExhaustedError(absl::StrCat(
+          "session_id: the server holds ", sessions_.size(), " sessions, its limit; delete one")));
+    }
+    sessions_[id].in_use = true;  // saved when the request ends
+    seq.joined_session = true;
+    return true;
+  }
+  Session& session = it->second;
+  if (session.in_use) {
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+        "session_id: session '", id, "' is in use by another request; one at a time")));
+  }
+  // The session's history comes first: the request is checked again with it.
+  std::vector<int32_t> whole = session.tokens;
+  whole.insert(whole.end(), session.pending.begin(), session.pending.end());
+  whole.insert(whole.end(), seq.request.prompt.begin(), seq.request.prompt.end());
+  EngineRequest joined = seq.request;
+  joined.prompt = std::move(whole);
+  if (absl::Status valid = Validate(joined); !valid.ok()) {
+    return fail(
+        absl::Status(valid.code(), absl::StrCat("with session '", id, "' (", session.tokens.size(),
+                                                " tokens): ", valid.message())));
+  }
+  seq.request.prompt = std::move(joined.prompt);
+  seq.feed = seq.request.prompt;
+  seq.usage.prompt_tokens = static_cast<int64_t>(seq.feed.size());
+  session.in_use = true;
+  seq.joined_session = true;
+  seq.session_node = session.node;
+  return true;
+}
+
+void Engine::LeaveSession(Sequence& seq, bool ended_normally) {
+  if (!seq.joined_session) return;
+  seq.joined_session = false;
+  seq.session_node = nullptr;
+  auto it = sessions_.find(seq.request.session_id);
+  if (it == sessions_.end()) return;
+  Session& session = it->second;
+  session.in_use = false;
+  if (!ended_normally || seq.memory.slot < 0) {
+    if (session.node == nullptr) sessions_.erase(it);  // never saved
+    return;
+  }
+  std::vector<int32_t> history = seq.request.prompt;
+  history.insert(history.end(), seq.generated.begin(), seq.generated.end());
+  // A length finish leaves the last picked token unfed: the session keeps it to feed first.
+  const int64_t consumed = std::min<int64_t>(seq.position, static_cast<int64_t>(history.size()));
+  std::vector<int32_t> pending(history.begin() + consumed, history.end());
+  history.resize(consumed);
+  PrefixCache::Node* node = memory_.RetirePinned(seq.cache_space, history, seq.memory);
+  if (node == nullptr) {
+    Log(LogLevel::kWarning, "request ", seq.id, ": session '", it->first,
+        "' keeps its previous state: the prefix cache had no room for the new one");
+    if (session.node == nullptr) sessions_.erase(it);
+    return;
+  }
+  if (session.node != nullptr && session.node != node) memory_.Unpin(session.node);
+  session.node = node;
+  session.tokens = std::move(history);
+  session.pending = std::move(pending);
+  session.space = seq.cache_space;
+}
+
+std::vector<SessionInfo> Engine::ListSessions() {
+  std::vector<SessionInfo> out;
+  RunOnEngineThread([&] {
+    for (const auto& [id, session] : sessions_) {
+      if (session.node == nullptr) continue;  // not saved yet
+      out.push_back({.id = id,
+                     .tokens = static_cast<int64_t>(session.tokens.size() + session.pending.size()),
+                     .in_use = session.in_use});
+    }
+  });
+  return out;
+}
+
+absl::Status Engine::DeleteSession(const std::string& id) {
+  RETURN_IF_ERROR(ValidateSessionId(id));
+  absl::Status status;
+  RunOnEngineThread([&] {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || it->second.node == nullptr) {
+      status = absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+    } else if (it->second.in_use) {
+      status =
+          absl::FailedPreconditionError(absl::StrCat("session '", id, "' is in use by a request"));
+    } else {
+      memory_.Unpin(it->second.node);  // an ordinary cached state from now on
+      sessions_.erase(it);
+    }
+  });
+  return status;
+}
+
+absl::StatusOr<SessionInfo> Engine::SaveSessionToDisk(const std::string& id) {
+  RETURN_IF_ERROR(ValidateSessionId(id));
+  if (options_.session_dir.empty()) {
+    return absl::FailedPreconditionError("the server has no --session-dir to save sessions in");
+  }
+  SessionFile file;
+  absl::Status status;
+  RunOnEngineThread([&] {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || it->second.node == nullptr) {
+      status = absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+      return;
+    }
+    file.tokens = it->second.tokens;
+    file.pending = it->second.pending;
+    file.cache_space = it->second.space;
+    status = memory_.Export(it->second.node, &file.state, &file.kv_blocks);
+  });
+  RETURN_IF_ERROR(status);
+  file.model_fingerprint = FingerprintOrSpec();
+  file.state_format = backend_->state_format();
+  file.kv_block_size = memory_.layout().empty() ? 0 : memory_.layout().block_size;
+  const std::filesystem::path path =
+      std::filesystem::path(options_.session_dir) / (id + kSessionFileSuffix);
+  const std::filesystem::path partial = path.string() + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    const std::string bytes = SerializeSessionFile(file);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(partial, ignored);
+      return absl::UnavailableError(absl::StrCat("cannot write ", partial.string()));
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);  // a reader never sees half a file
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot rename ", partial.string(), ": ", error.message()));
+  }
+  return SessionInfo{.id = id,
+                     .tokens = static_cast<int64_t>(file.tokens.size() + file.pending.size()),
+                     .path = path.string()};
+}
+
+absl::StatusOr<SessionInfo> Engine::LoadSessionFromDisk(const std::string& id) {
+  RETURN_IF_ERROR(ValidateSessionId(id));
+  if (options_.session_dir.empty()) {
+    return absl::FailedPreconditionError("the server has no --session-dir to load sessions from");
+  }
+  const std::filesystem::path path =
+      std::filesystem::path(options_.session_dir) / (id + kSessionFileSuffix);
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) return absl::NotFoundError(absl::StrCat("no session file ", path.string()));
+  if (size > static_cast<uintmax_t>(kMaxSessionFileBytes)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path.string(), " is ", size, " bytes, more than a session can be"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(size, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (!in) return absl::UnavailableError(absl::StrCat("cannot read ", path.string()));
+  auto refuse = [&](absl::Status status) {
+    return absl::Status(status.code(), absl::StrCat(path.string(), ": ", status.message()));
+  };
+  absl::StatusOr<SessionFile> file = ParseSessionFile(bytes);
+  if (!file.ok()) return refuse(file.status());
+  // Whether it fits this model and backend.
+  const ModelSpec& spec = backend_->spec();
+  const KvLayout& kv = memory_.layout();
+  const int64_t position = static_cast<int64_t>(file->tokens.size());
+  if (file->model_fingerprint != FingerprintOrSpec()) {
+    return refuse(absl::FailedPreconditionError(
+        "it was saved from another model (its fingerprint differs from this model's)"));
+  }
+  if (file->state_format != backend_->state_format()) {
+    return refuse(absl::FailedPreconditionError(
+        absl::StrCat("its states are stored as '", file->state_format, "'; this backend's are '",
+                     backend_->state_format(), "'")));
+  }
+  std::vector<int32_t> all = file->tokens;
+  all.insert(all.end(), file->pending.begin(), file->pending.end());
+  const int64_t context = spec.max_position_embeddings;
+  const int64_t history = static_cast<int64_t>(all.size());
+  if (position < 1 || (context > 0 && history >= context)) {
+    return refuse(absl::OutOfRangeError(absl::StrCat(
+        "its ", history, " tokens do not leave room in the model's context of ", context)));
+  }
+  for (int32_t token : all) {
+    if (token < 0 || token >= spec.vocab_size) {
+      return refuse(absl::FailedPreconditionError(
+          absl::StrCat("token id ", token, " is outside the vocabulary")));
+    }
+  }
+  const int64_t block_size = kv.empty() ? 0 : kv.block_size;
+  if (file->kv_block_size != block_size ||
+      static_cast<int64_t>(file->kv_blocks.size()) != kv.BlocksFor(position)) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        "it has ", file->kv_blocks.size(), " KV blocks of ", file->kv_block_size,
+        " tokens; this server's cache needs ", kv.BlocksFor(position), " of ", block_size)));
+  }
+  absl::Status status;
+  RunOnEngineThread([&] {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end() && it->second.in_use) {
+      status =
+          absl::FailedPreconditionError(absl::StrCat("session '", id, "' is in use by a request"));
+      return;
+    }
+    if (it == sessions_.end() && static_cast<int64_t>(sessions_.size()) >= SessionLimit()) {
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("the server holds ", sessions_.size(), " sessions, its limit; delete one"));
+      return;
+    }
+    PrefixCache::Node* node = nullptr;
+    // The same state may be cached already (a session saved earlier in this process).
+    if (PrefixCache::Node* cached = memory_.Find(file->cache_space, file->tokens);
+        cached != nullptr) {
+      node = cached;
+      memory_.Pin(node);
+    } else {
+      absl::StatusOr<PrefixCache::Node*> imported =
+          memory_.Import(file->cache_space, file->tokens, file->state, file->kv_blocks);
+      if (!imported.ok()) {
+        status = imported.status();
+        return;
+      }
+      node = *imported;
+    }
+    if (it != sessions_.end() && it->second.node != node) memory_.Unpin(it->second.node);
+    sessions_[id] = {
+        .node = node, .tokens = file->tokens, .pending = file->pending, .space = file->cache_space};
+  });
+  if (!status.ok()) return refuse(status);
+  return SessionInfo{.id = id, .tokens = static_cast<int64_t>(all.size()), .path = path.string()};
+}
+
+}  // namespace ridge
