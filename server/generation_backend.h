@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
@@ -19,6 +21,16 @@ class GenerationBackend {
                                            std::shared_ptr<RequestSink> sink) = 0;
   virtual void Cancel(RequestId id, CancelReason reason = CancelReason::kClient) = 0;
   virtual EngineSnapshot Snapshot() const = 0;
+  // Saved sessions, as Engine's; the base has none and refuses the rest (kUnimplemented).
+  virtual std::vector<SessionInfo> ListSessions() { return {}; }
+  virtual absl::Status DeleteSession(const std::string& id) { return NoSessions(id); }
+  virtual absl::StatusOr<SessionInfo> SaveSession(const std::string& id) { return NoSessions(id); }
+  virtual absl::StatusOr<SessionInfo> LoadSession(const std::string& id) { return NoSessions(id); }
+
+ private:
+  static absl::Status NoSessions(const std::string& id) {
+    return absl::UnimplementedError("this server keeps no sessions (session '" + id + "')");
+  }
 };
 
 // Header-only so that only the binary that owns an Engine links the engine.
@@ -33,6 +45,14 @@ class EngineBackend final : public GenerationBackend {
     engine_->Cancel(id, reason);
   }
   EngineSnapshot Snapshot() const override { return engine_->Snapshot(); }
+  std::vector<SessionInfo> ListSessions() override { return engine_->ListSessions(); }
+  absl::Status DeleteSession(const std::string& id) override { return engine_->DeleteSession(id); }
+  absl::StatusOr<SessionInfo> SaveSession(const std::string& id) override {
+    return engine_->SaveSessionToDisk(id);
+  }
+  absl::StatusOr<SessionInfo> LoadSession(const std::string& id) override {
+    return engine_->LoadSessionFromDisk(id);
+  }
 
  private:
   Engine* engine_;

@@ -158,6 +158,10 @@ absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(const v1::GenerateReq
                                                    request.cache_salt().size()));
   }
   parsed.engine.cache_salt = request.cache_salt();
+  if (!request.session_id().empty()) {
+    RETURN_IF_ERROR(ValidateSessionId(request.session_id()));
+    parsed.engine.session_id = request.session_id();
+  }
   return parsed;
 }
 

@@ -324,6 +324,51 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
     return FinishNow(context, absl::OkStatus());
   }
 
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
+                                         const v1::ListSessionsRequest*,
+                                         v1::ListSessionsResponse* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+    for (const SessionInfo& s : engine->ListSessions()) ToProto(s, response->add_sessions());
+    return FinishNow(context, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
+                                          const v1::SessionRequest* request,
+                                          v1::SessionInfo* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+    const absl::Status status = engine->DeleteSession(request->id());
+    if (status.ok()) response->set_id(request->id());
+    return FinishNow(context, status);
+  }
+
+  grpc::ServerUnaryReactor* SaveSession(grpc::CallbackServerContext* context,
+                                        const v1::SessionRequest* request,
+                                        v1::SessionInfo* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+    return FinishWithSession(context, engine->SaveSessionToDisk(request->id()), response);
+  }
+
+  grpc::ServerUnaryReactor* LoadSession(grpc::CallbackServerContext* context,
+                                        const v1::SessionRequest* request,
+                                        v1::SessionInfo* response) override {
+    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+    return FinishWithSession(context, engine->LoadSessionFromDisk(request->id()), response);
+  }
+
+  static void ToProto(const SessionInfo& s, v1::SessionInfo* out) {
+    out->set_id(s.id);
+    out->set_tokens(s.tokens);
+    out->set_in_use(s.in_use);
+    out->set_path(s.path);
+  }
+
+  static grpc::ServerUnaryReactor* FinishWithSession(grpc::CallbackServerContext* context,
+                                                     const absl::StatusOr<SessionInfo>& result,
+                                                     v1::SessionInfo* response) {
+    if (result.ok()) ToProto(*result, response);
+    return FinishNow(context, result.status());
+  }
+
   absl::StatusOr<ParsedGenerateRequest> Parse(const v1::GenerateRequest& request,
                                               const grpc::CallbackServerContext& context) const {
     absl::StatusOr<ParsedGenerateRequest> parsed = ParseGenerateRequest(request, model);

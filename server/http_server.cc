@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "server/api_error.h"
 #include "server/openai_handler.h"
+#include "server/session_routes.h"
 
 namespace ridge {
 namespace {
@@ -162,6 +163,7 @@ void HttpServer::RegisterRoutes() {
   };
   server_->Post("/tokenize", tokenize(true));
   server_->Post("/detokenize", tokenize(false));
+  RegisterSessionRoutes(*server_, backend_);
   // Routes that exist under another method answer 405 with Allow; others 404; a body over
   // the payload limit 413; each with an OpenAI-style error body.
   server_->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
@@ -169,7 +171,7 @@ void HttpServer::RegisterRoutes() {
     static const std::map<std::string, std::string> kAllowed = {
         {"/health", "GET"},    {"/ready", "GET"},           {"/metrics", "GET"},
         {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
-        {"/tokenize", "POST"}, {"/detokenize", "POST"}};
+        {"/tokenize", "POST"}, {"/detokenize", "POST"},     {"/v1/sessions", "GET"}};
     if (response.status == 404) {
       if (auto it = kAllowed.find(request.path); it != kAllowed.end()) {
         response.set_header("Allow", it->second);

@@ -149,6 +149,7 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
   p.engine.sampling = p.api.sampling;
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   p.engine.cache_salt = p.api.cache_salt;
+  p.engine.session_id = p.api.session_id;
   if (p.api.solver_tolerance || p.api.solver_max_iterations) {
     p.engine.solver = SolverOptions{
         p.api.solver_tolerance.value_or(options_->default_solver.tolerance),

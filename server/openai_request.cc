@@ -324,6 +324,15 @@ absl::Status ReadExtensions(const json& body, const RequestLimits& limits, OpenA
     }
     out->cache_salt = salt->get<std::string>();
   }
+  if (const json* session = Field(body, "session_id")) {
+    if (!session->is_string()) {
+      return FieldError("session_id", absl::StrCat("must be a string, got ", Describe(*session)));
+    }
+    if (absl::Status valid = ValidateSessionId(session->get<std::string>()); !valid.ok()) {
+      return WithParam(valid, "session_id");
+    }
+    out->session_id = session->get<std::string>();
+  }
   return ReadBool(body, "return_token_ids", &out->return_token_ids);
 }
 
@@ -354,6 +363,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   RETURN_IF_ERROR(ReadStreaming(body, &out));
   RETURN_IF_ERROR(ReadExtensions(body, limits, &out));
   RETURN_IF_ERROR(ReadBool(body, "include_stop_str_in_output", &out.include_stop_str_in_output));
+  if (!out.session_id.empty() && out.n > 1) {
+    return FieldError("session_id", "cannot be combined with n > 1 (one answer continues it)");
+  }
   if (out.echo && out.logprobs) {
     return FieldError("echo", "cannot be combined with logprobs (no prompt logprobs here)");
   }

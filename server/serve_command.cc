@@ -16,6 +16,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/engine.h"
+#include "models/model_fingerprint.h"
 #include "server/api_keys.h"
 #include "server/backend_selection.h"
 #include "server/command_support.h"
@@ -80,6 +81,11 @@ then the process exits 0.
                                first, and KV blocks only it holds go back whenever sequences
                                need them. Counted at the fp32 state size of the model
   --no-prefix-cache            keep no states between requests
+  --session-dir DIR            where POST /v1/sessions/{id}/save (gRPC SaveSession) writes
+                               saved sessions and .../load reads them back, also after a
+                               restart (created if missing; default: sessions stay in memory).
+                               Requests name a session with session_id; at most half of the
+                               prefix cache's states are sessions
   --max-waiting N              requests queued for a slot beyond the running ones; more are
                                rejected at once with 429 (default 256)
   --prefill-token-budget N     prompt tokens processed per engine step, so that long prompts
@@ -241,13 +247,35 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const CliArgs& args, const 
   return o;
 }
 
+// --session-dir (created if missing, and must be writable) and the model's fingerprint, which
+// every saved session carries.
+absl::Status ConfigureSessions(const CliArgs& args, EngineOptions& options) {
+  ASSIGN_OR_RETURN(options.model_fingerprint,
+                   ModelFingerprint(args.StringOr("model", ""),
+                                    args.StringOr("load-format", "checkpoint") == "random"));
+  if (!args.Has("session-dir")) return absl::OkStatus();
+  const std::filesystem::path dir = args.StringOr("session-dir", "");
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  const std::filesystem::path probe = dir / ".ridgeserve-write-check";
+  std::ofstream(probe) << "ok";
+  if (error || !std::filesystem::exists(probe)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--session-dir ", dir.string(), ": cannot create or write to it"));
+  }
+  std::filesystem::remove(probe, error);
+  options.session_dir = dir.string();
+  Log(LogLevel::kInfo, "sessions: saved to and loaded from ", dir.string());
+  return absl::OkStatus();
+}
+
 absl::Status Serve(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
   known.insert({"tokenizer", "served-model-name", "host", "http-port", "http-threads", "slots",
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
                 "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
                 "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
-  known.insert({"prefix-cache-memory", "no-prefix-cache"});
+  known.insert({"prefix-cache-memory", "no-prefix-cache", "session-dir"});
   known.insert({"chat-template", "reasoning-parser"});
   known.insert({"ssl-certfile", "ssl-keyfile", "ssl-ca-certs"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
@@ -282,6 +310,7 @@ absl::Status Serve(int argc, char** argv) {
                    PrefixCacheSlotsFromFlags(args, engine_options.max_slots,
                                              PlanRecurrentLayout(spec).bytes_per_slot()));
   ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, spec.vocab_size));
+  RETURN_IF_ERROR(ConfigureSessions(args, engine_options));
   const KvLayout& kv = model->decoder().kv_layout();
   ASSIGN_OR_RETURN(const int64_t kv_blocks,
                    KvBlocksFromFlags(args, kv.floats_per_block() * int64_t{sizeof(float)}));

@@ -72,7 +72,9 @@ class HybridServeTest : public ::testing::Test {
                                      "--log-level",
                                      "info",
                                      "--prefill-token-budget",
-                                     "32"};
+                                     "32",
+                                     "--session-dir",
+                                     (LogDir() / "sessions").string()};
 #ifdef RIDGE_GRPC_CLIENT
     args.insert(args.end(), {"--grpc-port", std::to_string(grpc_port_)});
 #endif
@@ -209,6 +211,57 @@ TEST_F(HybridServeTest, TheNextTurnComputesOnlyItsNewTokens) {
   EXPECT_GE(MetricValue(metrics, "ridgeserve_prefix_cache_queried_tokens_total"), 29);
   EXPECT_GE(MetricValue(metrics, "ridgeserve_prefix_cache_snapshots"), 1);
   EXPECT_GT(MetricValue(metrics, "ridgeserve_prefix_cache_bytes"), 0);
+}
+
+TEST_F(HybridServeTest, SessionsContinueAndSurviveTheDisk) {
+  // Turn 1 names a session; turn 2 sends only its new tokens.
+  json first = Completion(41, 20, 4);
+  first["session_id"] = "conv";
+  ASSERT_EQ(PostJson(*client_, "/v1/completions", first).status, 200);
+  auto listed = client_->Get("/v1/sessions");
+  ASSERT_EQ(listed->status, 200);
+  json sessions = json::parse(listed->body)["data"];
+  ASSERT_EQ(sessions.size(), 1u) << listed->body;
+  EXPECT_EQ(sessions[0]["id"], "conv");
+  EXPECT_EQ(sessions[0]["tokens"], 24);
+  json second = first;
+  second["prompt"] = std::vector<int>{5, 6, 7, 8, 9};
+  const auto two = PostJson(*client_, "/v1/completions", second);
+  ASSERT_EQ(two.status, 200) << two.body;
+  EXPECT_EQ(two.body["usage"]["prompt_tokens"], 29);
+  EXPECT_EQ(two.body["usage"]["prompt_tokens_details"]["cached_tokens"], 23);
+  // Saved, forgotten, loaded back.
+  auto saved = client_->Post("/v1/sessions/conv/save", "", "application/json");
+  ASSERT_EQ(saved->status, 200) << saved->body;
+  EXPECT_TRUE(std::filesystem::exists(json::parse(saved->body)["path"].get<std::string>()));
+  EXPECT_EQ(client_->Delete("/v1/sessions/conv")->status, 200);
+  EXPECT_EQ(client_->Delete("/v1/sessions/conv")->status, 404);
+  EXPECT_EQ(json::parse(client_->Get("/v1/sessions")->body)["data"].size(), 0u);
+  auto loaded = client_->Post("/v1/sessions/conv/load", "", "application/json");
+  ASSERT_EQ(loaded->status, 200) << loaded->body;
+  EXPECT_EQ(json::parse(loaded->body)["tokens"], 33);  // 29 + 4 generated
+  EXPECT_EQ(client_->Post("/v1/sessions/none/load", "", "application/json")->status, 404);
+  json bad = first;
+  bad["session_id"] = "../x";
+  const auto refused = PostJson(*client_, "/v1/completions", bad);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.body["error"]["param"], "session_id") << refused.body;
+#ifdef RIDGE_GRPC_CLIENT
+  // gRPC continues the same session and lists it.
+  const std::string grpc =
+      std::string(RIDGE_GRPC_CLIENT) + " --address 127.0.0.1:" + std::to_string(grpc_port_);
+  const auto [code, out] = testing::RunCommand(
+      grpc + " --prompt-ids 11,12,13 --max-tokens 2 --temperature 0 --session-id conv 2>&1");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("usage: 36 prompt (32 cached)"), std::string::npos) << out;
+  const auto [list_code, list] = testing::RunCommand(grpc + " --sessions 2>&1");
+  EXPECT_EQ(list_code, 0) << list;
+  EXPECT_NE(list.find("id: \"conv\""), std::string::npos) << list;
+  EXPECT_NE(list.find("tokens: 38"), std::string::npos) << list;
+  const auto [missing_code, missing] = testing::RunCommand(grpc + " --load-session none 2>&1");
+  EXPECT_NE(missing_code, 0);
+  EXPECT_NE(missing.find("no session file"), std::string::npos) << missing;
+#endif
 }
 
 #ifdef RIDGE_GRPC_CLIENT

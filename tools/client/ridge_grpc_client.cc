@@ -40,6 +40,11 @@ constexpr char kUsage[] =
   --solver-tolerance T      CG tolerance for this request
   --solver-max-iterations M CG iteration cap for this request
   --cache-salt SALT         share cached prefixes only with requests of this salt
+  --session-id ID           continue the saved session ID (only the new prompt is sent) and
+                            save this request's final state under it
+  --sessions                print ListSessions and exit
+  --save-session ID, --load-session ID, --delete-session ID
+                            SaveSession / LoadSession / DeleteSession, print the result, exit
   --timeout SECONDS         deadline of the call (default 600)
   --api-key KEY             sent as 'authorization: Bearer KEY' metadata (servers with keys)
   --tls-ca PATH             connect over TLS, trusting the CAs of this PEM file
@@ -122,8 +127,13 @@ absl::Status Run(int argc, char** argv) {
                                                  "tls-cert",
                                                  "tls-key",
                                                  "cache-salt",
+                                                 "session-id",
+                                                 "sessions",
+                                                 "save-session",
+                                                 "load-session",
+                                                 "delete-session",
                                                  "help"},
-                                                {"info", "stream", "help"}));
+                                                {"info", "stream", "sessions", "help"}));
   if (args.Has("help")) {
     std::fputs(kUsage, stdout);
     return absl::OkStatus();
@@ -169,6 +179,30 @@ absl::Status Run(int argc, char** argv) {
     std::printf("%s\n", info.DebugString().c_str());
     return absl::OkStatus();
   }
+  if (args.Has("sessions")) {
+    v1::ListSessionsResponse sessions;
+    grpc::Status s = stub->ListSessions(&context, v1::ListSessionsRequest(), &sessions);
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    std::printf("%s\n", sessions.DebugString().c_str());
+    return absl::OkStatus();
+  }
+  for (const char* method : {"save-session", "load-session", "delete-session"}) {
+    if (!args.Has(method)) continue;
+    v1::SessionRequest request;
+    request.set_id(args.StringOr(method, ""));
+    v1::SessionInfo session;
+    const std::string name = method;
+    grpc::Status s = name == "save-session"   ? stub->SaveSession(&context, request, &session)
+                     : name == "load-session" ? stub->LoadSession(&context, request, &session)
+                                              : stub->DeleteSession(&context, request, &session);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat(name, ": ", s.error_message()));
+    }
+    std::printf("%s\n", session.DebugString().c_str());
+    return absl::OkStatus();
+  }
 
   v1::GenerateRequest request;
   if (args.Has("prompt") == args.Has("prompt-ids")) {
@@ -209,6 +243,7 @@ absl::Status Run(int argc, char** argv) {
     request.mutable_solver()->set_max_iterations(static_cast<int32_t>(m));
   }
   request.set_cache_salt(args.StringOr("cache-salt", ""));
+  request.set_session_id(args.StringOr("session-id", ""));
 
   const bool have_text = info.has_tokenizer();
   grpc::Status status;
