@@ -19,7 +19,7 @@ status=0
 for corpus in tests/fuzz/corpus/*/; do
   target=$(basename "$corpus")
   echo "== fuzz smoke: ${target}_fuzz (${seconds} s)"
-  mkdir -p "$scratch/$target"
+  mkdir -p "$scratch/$target" "$scratch/found/$target"
   if ! "build-fuzz/${target}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -dict=tests/fuzz/json.dict -artifact_prefix="$scratch/" \
     -print_final_stats=0 "$scratch/$target" "$corpus" "$scratch/found/$target" \

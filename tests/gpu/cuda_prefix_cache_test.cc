@@ -2,12 +2,14 @@
 // hit restores the state with a device copy, shares the KV blocks and copies the partly filled
 // one, and the tokens and log-probabilities that follow agree with recomputing the whole prompt
 // on the same GPU within bf16 rounding (the test prints the largest difference); the next turn
-// of a conversation reuses the finished answer's state. Skips without a GPU.
+// of a conversation reuses the finished answer's state; a saved session goes to disk and back.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/engine.h"
 #include "kernels/device_info.h"
@@ -35,7 +37,8 @@ struct Outcome {
   absl::Status status = {};
 };
 
-Outcome RunToEnd(Engine& engine, std::vector<int32_t> prompt, int max_tokens) {
+Outcome RunToEnd(Engine& engine, std::vector<int32_t> prompt, int max_tokens,
+                 const std::string& session = "") {
   EngineRequest r;
   r.prompt = std::move(prompt);
   r.sampling.max_tokens = max_tokens;
@@ -43,11 +46,18 @@ Outcome RunToEnd(Engine& engine, std::vector<int32_t> prompt, int max_tokens) {
   r.sampling.ignore_eos = true;
   r.logprobs = true;
   r.top_logprobs = 5;
+  r.session_id = session;
   auto sink = std::make_shared<CollectingSink>();
   auto id = engine.Submit(std::move(r), sink);
   if (!id.ok()) return {.status = id.status()};
   RequestEvent last = sink->Wait();
   return {sink->tokens(), sink->logprobs(), last.usage, last.status};
+}
+
+std::string SessionDir() {
+  const auto dir = std::filesystem::temp_directory_path() / "ridge_cuda_prefix_cache_test";
+  std::filesystem::create_directories(dir);
+  return dir.string();
 }
 
 std::vector<int32_t> Tokens(int count, int seed, int vocab) {
@@ -99,6 +109,28 @@ void CheckHitsAgainstRecompute(Engine& cached, Engine& plain, int vocab, const c
     conversation.insert(conversation.end(), user.begin(), user.end());
   }
   EXPECT_GE(cached.Snapshot().prefix_snapshots, 1);
+
+  // A session written to disk, forgotten and read back (the device's bytes through the host)
+  // continues exactly as it would have: same tokens, same logprobs to the bit.
+  ASSERT_TRUE(RunToEnd(cached, Tokens(90, 3, vocab), 6, "s").status.ok());
+  const Outcome direct = RunToEnd(cached, Tokens(17, 4, vocab), 6, "s");
+  ASSERT_TRUE(direct.status.ok()) << direct.status;
+  ASSERT_TRUE(cached.SaveSessionToDisk("s").ok());
+  const Outcome straight = RunToEnd(cached, Tokens(11, 6, vocab), 6, "s");  // moves it on
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  ASSERT_TRUE(cached.DeleteSession("s").ok());
+  auto loaded = cached.LoadSessionFromDisk("s");  // back at the saved point
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->tokens, 90 + 6 + 17 + 6);
+  const Outcome after_load = RunToEnd(cached, Tokens(11, 6, vocab), 6, "s");
+  ASSERT_TRUE(after_load.status.ok()) << after_load.status;
+  EXPECT_EQ(after_load.usage.cached_tokens, 90 + 6 + 17 + 6 - 1);
+  EXPECT_EQ(after_load.tokens, straight.tokens);
+  ASSERT_EQ(after_load.logprobs.size(), straight.logprobs.size());
+  for (size_t i = 0; i < straight.logprobs.size(); ++i) {
+    EXPECT_EQ(after_load.logprobs[i].top, straight.logprobs[i].top) << what << " token " << i;
+  }
+  ASSERT_TRUE(cached.DeleteSession("s").ok());
 }
 
 TEST(CudaPrefixCacheTest, HybridHitsAgreeWithRecomputing) {
@@ -170,9 +202,12 @@ TEST(CudaPrefixCacheTest, MesaNetHitsAgreeWithRecomputing) {
   auto without = CudaBackend::Create(config, weights, {.num_slots = 4});
   ASSERT_TRUE(with_cache.ok()) << with_cache.status();
   ASSERT_TRUE(without.ok()) << without.status();
-  auto cached = Engine::Create(
-      with_cache->get(), {.max_slots = 4, .prefix_cache_slots = 4, .prefill_token_budget = 512},
-      nullptr);
+  auto cached = Engine::Create(with_cache->get(),
+                               {.max_slots = 4,
+                                .prefix_cache_slots = 4,
+                                .prefill_token_budget = 512,
+                                .session_dir = SessionDir()},
+                               nullptr);
   auto plain =
       Engine::Create(without->get(), {.max_slots = 4, .prefill_token_budget = 512}, nullptr);
   ASSERT_TRUE(cached.ok() && plain.ok());
