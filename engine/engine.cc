@@ -143,6 +143,15 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
           "(--no-prefix-cache or too little --prefix-cache-memory)");
     }
   }
+  if (request.snapshot_points.size() > kMaxSnapshotPoints ||
+      !std::is_sorted(request.snapshot_points.begin(), request.snapshot_points.end()) ||
+      (!request.snapshot_points.empty() &&
+       (request.snapshot_points.front() < 1 ||
+        request.snapshot_points.back() >= static_cast<int64_t>(request.prompt.size())))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot_points: at most ", kMaxSnapshotPoints,
+                     " increasing positions inside the prompt (0 < p < its length)"));
+  }
   if (request.cache_salt.size() > kMaxCacheSaltBytes) {
     return absl::InvalidArgumentError(absl::StrCat("cache_salt: ", request.cache_salt.size(),
                                                    " bytes is more than the limit of ",
@@ -492,7 +501,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     Sequence& seq = *found;
     // A hit that could not be restored starts from scratch: its piece is still within the
     // prompt.
-    const int64_t n = std::min(planned, static_cast<int64_t>(seq.feed.size()) - seq.prompt_done);
+    const int64_t n = std::min(planned, TokensToNextSnapshot(seq));
     if (n <= 0 || !take_blocks(seq, n)) continue;
     chunks.push_back({seq.memory.slot,
                       std::span<const int32_t>(seq.feed).subspan(seq.prompt_done, n), seq.solver,
@@ -549,7 +558,10 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
       seq.position += static_cast<int64_t>(chunks[i].tokens.size());
       if (prefill) {
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
-        if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) continue;
+        if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) {
+          if (AtSnapshotPoint(seq)) SnapshotPrompt(seq);
+          continue;
+        }
         SnapshotPrompt(seq);
       }
       if (!Advance(seq, std::move(picked[i]), now)) finished.push_back(seq.id);

@@ -145,8 +145,13 @@ class Engine {
   void UnlockHits();
   // Puts an admitted sequence's memory at its start: its cache hit restored, or a reset slot.
   absl::Status StartSequence(Sequence& seq, StepReport& report);
-  // Keeps the state of a sequence that has just finished its prompt.
+  // Keeps the state of a sequence that has just finished its prompt, or reached one of its
+  // snapshot points.
   void SnapshotPrompt(Sequence& seq);
+  // Prompt tokens a sequence may process before its next snapshot point (or its prompt's end),
+  // and whether it stands at one.
+  int64_t TokensToNextSnapshot(const Sequence& seq) const;
+  bool AtSnapshotPoint(const Sequence& seq) const;
   // Gives back a finished sequence's memory, the prefix cache keeping its state when it ended
   // normally.
   void ReleaseFinished(Sequence& seq, FinishReason reason);

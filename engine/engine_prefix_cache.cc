@@ -66,6 +66,19 @@ absl::Status Engine::StartSequence(Sequence& seq, StepReport& report) {
   return backend_->ResetSlot(seq.memory.slot);
 }
 
+int64_t Engine::TokensToNextSnapshot(const Sequence& seq) const {
+  const int64_t left = static_cast<int64_t>(seq.feed.size()) - seq.prompt_done;
+  if (!memory_.caching()) return left;
+  const std::vector<int64_t>& points = seq.request.snapshot_points;
+  const auto next = std::upper_bound(points.begin(), points.end(), seq.prompt_done);
+  return next == points.end() ? left : std::min(left, *next - seq.prompt_done);
+}
+
+bool Engine::AtSnapshotPoint(const Sequence& seq) const {
+  const std::vector<int64_t>& points = seq.request.snapshot_points;
+  return memory_.caching() && std::binary_search(points.begin(), points.end(), seq.prompt_done);
+}
+
 void Engine::SnapshotPrompt(Sequence& seq) {
   if (!memory_.caching()) return;
   const std::span<const int32_t> history = std::span<const int32_t>(seq.feed).first(seq.position);

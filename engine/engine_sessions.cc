@@ -82,13 +82,16 @@ bool Engine::JoinSession(Sequence& seq) {
   whole.insert(whole.end(), session.pending.begin(), session.pending.end());
   whole.insert(whole.end(), seq.request.prompt.begin(), seq.request.prompt.end());
   EngineRequest joined = seq.request;
+  const int64_t history = static_cast<int64_t>(whole.size() - joined.prompt.size());
   joined.prompt = std::move(whole);
+  for (int64_t& point : joined.snapshot_points) point += history;
   if (absl::Status valid = Validate(joined); !valid.ok()) {
     return fail(
         absl::Status(valid.code(), absl::StrCat("with session '", id, "' (", session.tokens.size(),
                                                 " tokens): ", valid.message())));
   }
   seq.request.prompt = std::move(joined.prompt);
+  seq.request.snapshot_points = std::move(joined.snapshot_points);
   seq.feed = seq.request.prompt;
   seq.usage.prompt_tokens = static_cast<int64_t>(seq.feed.size());
   session.in_use = true;

@@ -40,7 +40,13 @@ struct EngineRequest {
   // save this request's final state under when it ends normally; empty: none. The engine's
   // sessions (Engine::ListSessions) say which exist.
   std::string session_id;
+  // Positions inside the prompt (increasing, 0 < p < its length, at most kMaxSnapshotPoints)
+  // where the prefix cache also keeps the state, e.g. where chat turns begin; prefill chunks end
+  // there.
+  std::vector<int64_t> snapshot_points = {};
 };
+
+inline constexpr size_t kMaxSnapshotPoints = 16;
 
 // Session ids: 1 to 128 of [A-Za-z0-9_.-], not starting with '.' (they name files on disk).
 absl::Status ValidateSessionId(std::string_view id);

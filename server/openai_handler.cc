@@ -16,11 +16,16 @@
 #include "server/openai_output.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
+#include "server/turn_boundaries.h"
 
 namespace ridge {
 namespace {
 
 using json = nlohmann::ordered_json;
+
+// Turn starts of a chat prompt where its state is kept: the last three (the history before the
+// last user message, the answer before it and the message before that).
+constexpr int kTurnSnapshots = 3;
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
@@ -67,7 +72,11 @@ OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokeni
       metrics_(metrics),
       options_(options),
       active_(active),
-      cancel_all_(cancel_all) {}
+      cancel_all_(cancel_all) {
+  if (chat_template_ != nullptr && tokenizer_ != nullptr) {
+    turn_start_ = FindTurnStartToken(*chat_template_, *tokenizer_);
+  }
+}
 
 absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiRequest& api) const {
   const char* param = api.kind == ApiKind::kChat ? "messages" : "prompt";
@@ -135,6 +144,11 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                      "model");
   }
   ASSIGN_OR_RETURN(p.engine.prompt, PromptIds(p.api));
+  // States at the starts of the last turns of a chat prompt, besides its end: a request that
+  // edits the last message, or renders an answer otherwise, still reuses the history before.
+  if (kind == ApiKind::kChat && !p.api.prompt_ids && turn_start_.has_value()) {
+    p.engine.snapshot_points = TurnBoundaries(p.engine.prompt, *turn_start_, kTurnSnapshots);
+  }
   if (p.api.echo) {
     if (p.api.prompt_text) {
       p.echo_text = *p.api.prompt_text;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
@@ -55,6 +56,9 @@ class OpenAiHandler {
   GenerationBackend* backend_;
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_template_;
+  // The token each chat message starts with, where the prefix cache keeps states inside a
+  // chat prompt (server/turn_boundaries.h); nullopt without a template or when none is found.
+  std::optional<int32_t> turn_start_;
   PrometheusMetrics* metrics_;
   const HttpServerOptions* options_;
   ActiveRequests* active_;

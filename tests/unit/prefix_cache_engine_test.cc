@@ -160,6 +160,31 @@ TEST_P(PrefixCacheEngineTest, TheNextTurnReusesTheFinishedAnswer) {
   }
 }
 
+TEST_P(PrefixCacheEngineTest, StatesAreKeptAtSnapshotPointsInsideAPrompt) {
+  auto cached = Start(/*cache_slots=*/8);  // room for every state below: nothing evicted
+  auto plain = Start(/*cache_slots=*/0);
+  const std::vector<int32_t> prompt = Tokens(40, 5, vocab_);
+  EngineRequest first = Greedy(prompt, 1);
+  first.snapshot_points = {12, 27};  // e.g. where chat turns begin
+  ASSERT_TRUE(RunToEnd(*cached, first).status.ok());
+  // An edited prompt sharing 30 tokens starts from the state at 27, one sharing 15 from 12.
+  for (auto [shared, expected] : {std::pair{30, 27}, std::pair{15, 12}}) {
+    std::vector<int32_t> edited(prompt.begin(), prompt.begin() + shared);
+    const std::vector<int32_t> tail = Tokens(8, 6 + shared, vocab_);
+    edited.insert(edited.end(), tail.begin(), tail.end());
+    const Outcome hit = RunToEnd(*cached, Greedy(edited, 4));
+    EXPECT_EQ(hit.usage.cached_tokens, expected) << shared;
+    ExpectSame(hit, RunToEnd(*plain, Greedy(edited, 4)), tolerance_, "edited prompt");
+  }
+  for (std::vector<int64_t> bad :
+       {std::vector<int64_t>{0}, std::vector<int64_t>{40}, std::vector<int64_t>{20, 10}}) {
+    EngineRequest refused = Greedy(prompt, 1);
+    refused.snapshot_points = bad;
+    EXPECT_EQ(cached->Submit(refused, std::make_shared<CollectingSink>()).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST_P(PrefixCacheEngineTest, SaltsAndSolverBudgetsKeepPrefixesApart) {
   auto cached = Start(/*cache_slots=*/4);
   const std::vector<int32_t> prompt = Tokens(40, 3, vocab_);
