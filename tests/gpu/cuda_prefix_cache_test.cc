@@ -115,7 +115,8 @@ void CheckHitsAgainstRecompute(Engine& cached, Engine& plain, int vocab, const c
   ASSERT_TRUE(RunToEnd(cached, Tokens(90, 3, vocab), 6, "s").status.ok());
   const Outcome direct = RunToEnd(cached, Tokens(17, 4, vocab), 6, "s");
   ASSERT_TRUE(direct.status.ok()) << direct.status;
-  ASSERT_TRUE(cached.SaveSessionToDisk("s").ok());
+  const absl::StatusOr<SessionInfo> saved = cached.SaveSessionToDisk("s");
+  ASSERT_TRUE(saved.ok()) << what << ": " << saved.status();
   const Outcome straight = RunToEnd(cached, Tokens(11, 6, vocab), 6, "s");  // moves it on
   ASSERT_TRUE(straight.status.ok()) << straight.status;
   ASSERT_TRUE(cached.DeleteSession("s").ok());
@@ -177,9 +178,12 @@ TEST(CudaPrefixCacheTest, HybridHitsAgreeWithRecomputing) {
                                   {.num_slots = 4, .num_kv_blocks = 256, .kv_cache_dtype = dtype});
     ASSERT_TRUE(with_cache.ok()) << with_cache.status();
     ASSERT_TRUE(without.ok()) << without.status();
-    auto cached = Engine::Create(
-        with_cache->get(), {.max_slots = 4, .prefix_cache_slots = 4, .prefill_token_budget = 2048},
-        nullptr);
+    auto cached = Engine::Create(with_cache->get(),
+                                 {.max_slots = 4,
+                                  .prefix_cache_slots = 4,
+                                  .prefill_token_budget = 2048,
+                                  .session_dir = SessionDir()},
+                                 nullptr);
     auto plain =
         Engine::Create(without->get(), {.max_slots = 4, .prefill_token_budget = 2048}, nullptr);
     ASSERT_TRUE(cached.ok() && plain.ok());
