@@ -28,6 +28,15 @@ int64_t CachedMemory::FreeBlocks() {
   return free;
 }
 
+int64_t CachedMemory::PinnedBlocks() {
+  int64_t pinned = 0;
+  holds_.assign(memory_.blocks().total(), 0);
+  cache_.ForEachPinnedBlock([&](int32_t block) {
+    if (holds_[block]++ == 0) ++pinned;
+  });
+  return pinned;
+}
+
 bool CachedMemory::TakeSlot(SequenceMemory& memory) {
   if (running_ >= running_slots_) return false;
   // The pool has a slot for every sequence beside a full cache.
@@ -130,7 +139,7 @@ PrefixCache::Node* CachedMemory::Keep(std::string_view space, std::span<const in
   }
   if (PrefixCache::Node* existing = cache_.Find(space, tokens); existing != nullptr) {
     cache_.Touch(existing);
-    if (pinned) cache_.SetPinned(existing, true);
+    if (pinned) cache_.Pin(existing);
     Release(memory);
     return existing;
   }

@@ -66,13 +66,15 @@ class CachedMemory {
   // Like Snapshot for a sequence that is done: the cache takes over its slot and blocks
   // instead of copying them (or releases them when it has that snapshot already or no room).
   void Retire(std::string_view space, std::span<const int32_t> tokens, SequenceMemory& memory);
-  // Like Retire, but the snapshot is pinned (a saved session's) and returned; null (memory
-  // released) when there is no room.
+  // Like Retire, but the snapshot is pinned once more (for a saved session) and returned; null
+  // (memory released) when there is no room.
   PrefixCache::Node* RetirePinned(std::string_view space, std::span<const int32_t> tokens,
                                   SequenceMemory& memory);
   // A session's snapshot given up: it stays as an ordinary, evictable one.
-  void Unpin(PrefixCache::Node* node) { cache_.SetPinned(node, false); }
-  void Pin(PrefixCache::Node* node) { cache_.SetPinned(node, true); }
+  void Unpin(PrefixCache::Node* node) { cache_.Unpin(node); }
+  void Pin(PrefixCache::Node* node) { cache_.Pin(node); }
+  // Distinct KV blocks that pinned snapshots hold (never given back while pinned).
+  int64_t PinnedBlocks();
   PrefixCache::Node* Find(std::string_view space, std::span<const int32_t> tokens) const {
     return cache_.Find(space, tokens);
   }

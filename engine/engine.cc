@@ -291,6 +291,7 @@ void Engine::Loop() {
     std::lock_guard<std::mutex> relock(mutex_);
     commands = std::move(commands_);
     commands_.clear();
+    loop_done_ = true;  // later calls are refused instead of waiting for ever
   }
   for (auto& command : commands) command();
 }
@@ -391,10 +392,12 @@ bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
   const SamplingParams& p = seq.request.sampling;
   if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
       p.stop_token_ids.end()) {
+    seq.final_token = token;
     Finish(seq, FinishReason::kStop, absl::OkStatus());
     return false;
   }
   if (!p.ignore_eos && backend_->spec().IsEos(token)) {
+    seq.final_token = token;
     Finish(seq, FinishReason::kEos, absl::OkStatus());
     return false;
   }
@@ -416,7 +419,7 @@ bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
 
 void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels) {
   for (auto& seq : arrived) {
-    if (JoinSession(*seq)) {
+    if (JoinSession(*seq) && FitsBesideSessions(*seq)) {
       waiting_.push_back(std::move(seq));
       continue;
     }

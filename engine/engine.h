@@ -161,8 +161,13 @@ class Engine {
   // A finished request's session: its final state saved (ended normally) or let go.
   void LeaveSession(Sequence& seq, bool ended_normally);
   int64_t SessionLimit() const;
-  // Runs `work` on the engine thread between steps and waits for it.
-  void RunOnEngineThread(std::function<void()> work);
+  // Runs `work` on the engine thread between steps and waits for it; Unavailable once the
+  // engine's loop has ended.
+  absl::Status RunOnEngineThread(std::function<void()> work);
+  // False (the request finished with an error) when its prompt and max_tokens need more KV
+  // blocks than saved sessions leave.
+  bool FitsBesideSessions(Sequence& seq);
+  int64_t MaxSessionFileBytes() const;
   std::string FingerprintOrSpec() const;
   struct Session {
     PrefixCache::Node* node = nullptr;  // null while its first request runs
@@ -185,7 +190,9 @@ class Engine {
   std::condition_variable idle_;
   bool stopping_ = false;
   bool draining_ = false;
-  bool step_in_flight_ = false;  // the loop took a step's work and has not posted its events
+  bool step_in_flight_ = false;
+  bool loop_done_ = false;  // the loop has run its last commands: RunOnEngineThread refuses  // the
+                            // loop took a step's work and has not posted its events
   RequestId next_id_ = 1;
   std::vector<std::unique_ptr<Sequence>> incoming_;  // submitted, not yet seen by the loop
   CancelList cancels_;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,9 @@ struct Engine::Sequence {
   uint64_t hit_generation = ~uint64_t{0};
   bool joined_session = false;                // holds request.session_id (JoinSession)
   PrefixCache::Node* session_node = nullptr;  // the session's state it continues, if any
-  RequestEvent pending;                       // tokens of this step, sent once the step is over
+  // The EOS or stop token that ended it (never in `generated`), for its session's history.
+  std::optional<int32_t> final_token;
+  RequestEvent pending;  // tokens of this step, sent once the step is over
 
   bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
 };

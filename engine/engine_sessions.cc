@@ -3,6 +3,10 @@
 // listed and deleted, written to a file and read back (engine/session_file.h), also after a
 // restart. Files carry the model's fingerprint, the backend's storage format and checksums; one
 // that does not fit this model and backend is refused with the reason and changes nothing.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -22,10 +26,18 @@ namespace {
 
 constexpr char kSessionFileSuffix[] = ".ridgesession";
 
-// Files larger than this are not read (a 32B hybrid's state with a long context is well below).
-constexpr int64_t kMaxSessionFileBytes = int64_t{64} << 30;
-
 }  // namespace
+
+int64_t Engine::MaxSessionFileBytes() const {
+  // A state, the KV blocks of the whole context (or pool), its tokens, and room for the header.
+  const KvLayout& kv = memory_.layout();
+  const int64_t context = backend_->spec().max_position_embeddings;
+  const int64_t positions =
+      context > 0 ? context
+                  : memory_.pools().blocks().total() * std::max<int64_t>(1, kv.block_size);
+  return backend_->state_bytes_per_slot() + kv.BlocksFor(positions) * kv.bytes_per_block() +
+         positions * int64_t{sizeof(int32_t)} + (int64_t{1} << 20);
+}
 
 int64_t Engine::SessionLimit() const {
   if (options_.max_sessions > 0) return options_.max_sessions;
@@ -41,11 +53,12 @@ std::string Engine::FingerprintOrSpec() const {
                                       s.hidden_size, "/", s.ParameterCount()))));
 }
 
-void Engine::RunOnEngineThread(std::function<void()> work) {
+absl::Status Engine::RunOnEngineThread(std::function<void()> work) {
   std::promise<void> done;
   std::future<void> finished = done.get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (loop_done_) return absl::UnavailableError("the engine has stopped");
     commands_.push_back([&] {
       work();
       done.set_value();
@@ -53,6 +66,23 @@ void Engine::RunOnEngineThread(std::function<void()> work) {
   }
   wake_.notify_one();
   finished.wait();
+  return absl::OkStatus();
+}
+
+bool Engine::FitsBesideSessions(Sequence& seq) {
+  const KvLayout& kv = memory_.layout();
+  if (kv.empty() || sessions_.empty()) return true;
+  const int64_t total = memory_.pools().blocks().total();
+  const int64_t available = total - memory_.PinnedBlocks();
+  const int64_t peak = kv.BlocksFor(static_cast<int64_t>(seq.request.prompt.size()) +
+                                    seq.request.sampling.max_tokens);
+  if (peak <= available) return true;
+  Finish(seq, FinishReason::kError,
+         absl::OutOfRangeError(absl::StrCat(
+             "max_tokens: the prompt (", seq.request.prompt.size(), " tokens) plus max_tokens (",
+             seq.request.sampling.max_tokens, ") needs ", peak, " KV blocks; saved sessions hold ",
+             total - available, " of the ", total, " (delete some, or ask for fewer tokens)")));
+  return false;
 }
 
 bool Engine::JoinSession(Sequence& seq) {
@@ -68,11 +98,18 @@ bool Engine::JoinSession(Sequence& seq) {
       return fail(absl::ResourceExhaustedError(absl::StrCat(
           "session_id: the server holds ", sessions_.size(), " sessions, its limit; delete one")));
     }
-    sessions_[id].in_use = true;  // saved when the request ends
+    Session& created = sessions_[id];  // saved when the request ends
+    created.in_use = true;
+    created.space = seq.cache_space;
     seq.joined_session = true;
     return true;
   }
   Session& session = it->second;
+  if (session.space != seq.cache_space) {
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+        "session_id: session '", id,
+        "' was made with another cache_salt or solver budget; continue it with the same")));
+  }
   if (session.in_use) {
     return fail(absl::FailedPreconditionError(absl::StrCat(
         "session_id: session '", id, "' is in use by another request; one at a time")));
@@ -85,6 +122,7 @@ bool Engine::JoinSession(Sequence& seq) {
   const int64_t history = static_cast<int64_t>(whole.size() - joined.prompt.size());
   joined.prompt = std::move(whole);
   for (int64_t& point : joined.snapshot_points) point += history;
+  if (joined.max_tokens_defaulted) FitDefaultMaxTokens(joined);
   if (absl::Status valid = Validate(joined); !valid.ok()) {
     return fail(
         absl::Status(valid.code(), absl::StrCat("with session '", id, "' (", session.tokens.size(),
@@ -92,6 +130,7 @@ bool Engine::JoinSession(Sequence& seq) {
   }
   seq.request.prompt = std::move(joined.prompt);
   seq.request.snapshot_points = std::move(joined.snapshot_points);
+  seq.request.sampling.max_tokens = joined.sampling.max_tokens;
   seq.feed = seq.request.prompt;
   seq.usage.prompt_tokens = static_cast<int64_t>(seq.feed.size());
   session.in_use = true;
@@ -114,18 +153,27 @@ void Engine::LeaveSession(Sequence& seq, bool ended_normally) {
   }
   std::vector<int32_t> history = seq.request.prompt;
   history.insert(history.end(), seq.generated.begin(), seq.generated.end());
-  // A length finish leaves the last picked token unfed: the session keeps it to feed first.
+  // A length finish leaves the last picked token unfed, and an EOS or stop token is never in
+  // `generated`: the session keeps them, to be fed first.
   const int64_t consumed = std::min<int64_t>(seq.position, static_cast<int64_t>(history.size()));
   std::vector<int32_t> pending(history.begin() + consumed, history.end());
+  if (seq.final_token.has_value()) pending.push_back(*seq.final_token);
   history.resize(consumed);
   PrefixCache::Node* node = memory_.RetirePinned(seq.cache_space, history, seq.memory);
+  // Sessions may pin at most half of the KV cache, so requests always have the rest.
+  const int64_t blocks = memory_.pools().blocks().total();
+  if (node != nullptr && !memory_.layout().empty() && 2 * memory_.PinnedBlocks() > blocks) {
+    memory_.Unpin(node);
+    node = nullptr;
+  }
   if (node == nullptr) {
     Log(LogLevel::kWarning, "request ", seq.id, ": session '", it->first,
-        "' keeps its previous state: the prefix cache had no room for the new one");
+        "' keeps its previous state: the prefix cache had no room for the new one (sessions "
+        "may hold half of the KV cache)");
     if (session.node == nullptr) sessions_.erase(it);
     return;
   }
-  if (session.node != nullptr && session.node != node) memory_.Unpin(session.node);
+  if (session.node != nullptr) memory_.Unpin(session.node);  // the new state holds its own pin
   session.node = node;
   session.tokens = std::move(history);
   session.pending = std::move(pending);
@@ -134,7 +182,7 @@ void Engine::LeaveSession(Sequence& seq, bool ended_normally) {
 
 std::vector<SessionInfo> Engine::ListSessions() {
   std::vector<SessionInfo> out;
-  RunOnEngineThread([&] {
+  const absl::Status ran = RunOnEngineThread([&] {
     for (const auto& [id, session] : sessions_) {
       if (session.node == nullptr) continue;  // not saved yet
       out.push_back({.id = id,
@@ -142,13 +190,14 @@ std::vector<SessionInfo> Engine::ListSessions() {
                      .in_use = session.in_use});
     }
   });
+  if (!ran.ok()) return {};
   return out;
 }
 
 absl::Status Engine::DeleteSession(const std::string& id) {
   RETURN_IF_ERROR(ValidateSessionId(id));
   absl::Status status;
-  RunOnEngineThread([&] {
+  const absl::Status ran = RunOnEngineThread([&] {
     auto it = sessions_.find(id);
     if (it == sessions_.end() || it->second.node == nullptr) {
       status = absl::NotFoundError(absl::StrCat("no session '", id, "'"));
@@ -160,6 +209,7 @@ absl::Status Engine::DeleteSession(const std::string& id) {
       sessions_.erase(it);
     }
   });
+  RETURN_IF_ERROR(ran);
   return status;
 }
 
@@ -170,7 +220,7 @@ absl::StatusOr<SessionInfo> Engine::SaveSessionToDisk(const std::string& id) {
   }
   SessionFile file;
   absl::Status status;
-  RunOnEngineThread([&] {
+  const absl::Status ran = RunOnEngineThread([&] {
     auto it = sessions_.find(id);
     if (it == sessions_.end() || it->second.node == nullptr) {
       status = absl::NotFoundError(absl::StrCat("no session '", id, "'"));
@@ -181,13 +231,17 @@ absl::StatusOr<SessionInfo> Engine::SaveSessionToDisk(const std::string& id) {
     file.cache_space = it->second.space;
     status = memory_.Export(it->second.node, &file.state, &file.kv_blocks);
   });
+  RETURN_IF_ERROR(ran);
   RETURN_IF_ERROR(status);
   file.model_fingerprint = FingerprintOrSpec();
   file.state_format = backend_->state_format();
   file.kv_block_size = memory_.layout().empty() ? 0 : memory_.layout().block_size;
   const std::filesystem::path path =
       std::filesystem::path(options_.session_dir) / (id + kSessionFileSuffix);
-  const std::filesystem::path partial = path.string() + ".partial";
+  // Concurrent saves of one session write files of their own; the last rename wins.
+  static std::atomic<uint64_t> saves{0};
+  const std::filesystem::path partial =
+      absl::StrCat(path.string(), ".partial.", ::getpid(), ".", saves.fetch_add(1));
   {
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     const std::string bytes = SerializeSessionFile(file);
@@ -220,9 +274,9 @@ absl::StatusOr<SessionInfo> Engine::LoadSessionFromDisk(const std::string& id) {
   std::error_code error;
   const auto size = std::filesystem::file_size(path, error);
   if (error) return absl::NotFoundError(absl::StrCat("no session file ", path.string()));
-  if (size > static_cast<uintmax_t>(kMaxSessionFileBytes)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path.string(), " is ", size, " bytes, more than a session can be"));
+  if (size > static_cast<uintmax_t>(MaxSessionFileBytes())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path.string(), " is ", size, " bytes, more than a session of this model can be"));
   }
   std::ifstream in(path, std::ios::binary);
   std::string bytes(size, '\0');
@@ -267,8 +321,17 @@ absl::StatusOr<SessionInfo> Engine::LoadSessionFromDisk(const std::string& id) {
         "it has ", file->kv_blocks.size(), " KV blocks of ", file->kv_block_size,
         " tokens; this server's cache needs ", kv.BlocksFor(position), " of ", block_size)));
   }
+  // The parts' sizes before anything is evicted to make room for them.
+  if (static_cast<int64_t>(file->state.size()) != backend_->state_bytes_per_slot() ||
+      std::any_of(file->kv_blocks.begin(), file->kv_blocks.end(), [&](const std::string& b) {
+        return static_cast<int64_t>(b.size()) != kv.bytes_per_block();
+      })) {
+    return refuse(absl::FailedPreconditionError(
+        absl::StrCat("its state or KV blocks do not have this backend's sizes (",
+                     backend_->state_bytes_per_slot(), " and ", kv.bytes_per_block(), " bytes)")));
+  }
   absl::Status status;
-  RunOnEngineThread([&] {
+  const absl::Status ran = RunOnEngineThread([&] {
     auto it = sessions_.find(id);
     if (it != sessions_.end() && it->second.in_use) {
       status =
@@ -278,6 +341,18 @@ absl::StatusOr<SessionInfo> Engine::LoadSessionFromDisk(const std::string& id) {
     if (it == sessions_.end() && static_cast<int64_t>(sessions_.size()) >= SessionLimit()) {
       status = absl::ResourceExhaustedError(
           absl::StrCat("the server holds ", sessions_.size(), " sessions, its limit; delete one"));
+      return;
+    }
+    const int64_t blocks = memory_.pools().blocks().total();
+    if (!kv.empty() &&
+        2 * (memory_.PinnedBlocks() + static_cast<int64_t>(file->kv_blocks.size())) > blocks) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "sessions may hold half of the KV cache's ", blocks, " blocks; this one needs ",
+          file->kv_blocks.size(), " more than they hold now"));
+      return;
+    }
+    if (static_cast<int64_t>(file->kv_blocks.size()) > memory_.FreeBlocks()) {
+      status = absl::ResourceExhaustedError("the KV cache has no room for the session now");
       return;
     }
     PrefixCache::Node* node = nullptr;
@@ -295,10 +370,11 @@ absl::StatusOr<SessionInfo> Engine::LoadSessionFromDisk(const std::string& id) {
       }
       node = *imported;
     }
-    if (it != sessions_.end() && it->second.node != node) memory_.Unpin(it->second.node);
+    if (it != sessions_.end() && it->second.node != nullptr) memory_.Unpin(it->second.node);
     sessions_[id] = {
         .node = node, .tokens = file->tokens, .pending = file->pending, .space = file->cache_space};
   });
+  RETURN_IF_ERROR(ran);
   if (!status.ok()) return refuse(status);
   return SessionInfo{.id = id, .tokens = static_cast<int64_t>(all.size()), .path = path.string()};
 }

@@ -12,11 +12,11 @@ struct PrefixCache::Node {
   int64_t depth = 0;                                  // tokens from the root to this node
   std::map<int32_t, std::unique_ptr<Node>> children;  // by the first token of their edge
   std::optional<CachedSnapshot> snapshot;
-  bool pinned = false;
-  int32_t locks = 0;
+  int32_t pins = 0;   // sessions holding it
+  int32_t locks = 0;  // requests about to restore it
   uint64_t last_used = 0;
 
-  bool held() const { return pinned || locks > 0; }
+  bool held() const { return pins > 0 || locks > 0; }
 };
 
 namespace {
@@ -103,7 +103,7 @@ PrefixCache::Node* PrefixCache::Insert(std::string_view space, std::span<const i
   }
   RIDGE_CHECK(node->depth == length && !node->snapshot.has_value());
   node->snapshot = std::move(snapshot);
-  node->pinned = pinned;
+  node->pins = pinned ? 1 : 0;
   node->locks = 0;
   node->last_used = ++clock_;
   by_age_.emplace(node->last_used, node);
@@ -117,8 +117,8 @@ CachedSnapshot PrefixCache::Remove(Node* node) {
   CachedSnapshot out = std::move(*node->snapshot);
   node->snapshot.reset();
   by_age_.erase({node->last_used, node});
-  if (node->pinned) --locked_or_pinned_;
-  node->pinned = false;
+  if (node->pins > 0) --locked_or_pinned_;
+  node->pins = 0;
   ++generation_;
   Prune(node);
   return out;
@@ -141,7 +141,11 @@ void PrefixCache::Prune(Node* node) {
       child->parent = parent;
       parent->children[key] = std::move(child);  // frees node
     }
-    break;
+    return;
+  }
+  // An empty namespace goes too, so salts that come and go leave nothing behind.
+  if (node->parent == nullptr && node->children.empty() && !node->snapshot.has_value()) {
+    std::erase_if(roots_, [&](const auto& root) { return root.second.get() == node; });
   }
 }
 
@@ -171,22 +175,33 @@ void PrefixCache::Unlock(Node* node) {
   if (!node->held()) --locked_or_pinned_;
 }
 
-void PrefixCache::SetPinned(Node* node, bool pinned) {
+void PrefixCache::Pin(Node* node) {
   RIDGE_CHECK(node->snapshot.has_value());
-  if (node->pinned == pinned) return;
-  const bool held_before = node->held();
-  node->pinned = pinned;
-  if (held_before != node->held()) locked_or_pinned_ += node->held() ? 1 : -1;
+  if (!node->held()) ++locked_or_pinned_;
+  ++node->pins;
+}
+
+void PrefixCache::Unpin(Node* node) {
+  RIDGE_CHECK(node->pins > 0);
+  --node->pins;
+  if (!node->held()) --locked_or_pinned_;
 }
 
 const CachedSnapshot& PrefixCache::snapshot(const Node* node) { return *node->snapshot; }
-bool PrefixCache::pinned(const Node* node) { return node->pinned; }
+bool PrefixCache::pinned(const Node* node) { return node->pins > 0; }
 
 int64_t PrefixCache::evictable() const { return size() - locked_or_pinned_; }
 
 void PrefixCache::ForEachEvictableBlock(const std::function<void(int32_t)>& visit) const {
   for (const auto& [age, node] : by_age_) {
     if (node->held()) continue;
+    for (int32_t block : node->snapshot->blocks) visit(block);
+  }
+}
+
+void PrefixCache::ForEachPinnedBlock(const std::function<void(int32_t)>& visit) const {
+  for (const auto& [age, node] : by_age_) {
+    if (node->pins == 0) continue;
     for (int32_t block : node->snapshot->blocks) visit(block);
   }
 }

@@ -65,16 +65,19 @@ class PrefixCache {
   // A locked snapshot is not offered for eviction (LeastRecentlyUsed) until unlocked.
   void Lock(Node* node);
   void Unlock(Node* node);
-  // A pinned snapshot (a saved session's) is never offered for eviction either.
-  void SetPinned(Node* node, bool pinned);
+  // A pinned snapshot (a saved session's) is never offered for eviction either. Pins count:
+  // two sessions may share one state, and it stays pinned until both let go.
+  void Pin(Node* node);
+  void Unpin(Node* node);
   static const CachedSnapshot& snapshot(const Node* node);
   static bool pinned(const Node* node);
 
   int64_t size() const { return static_cast<int64_t>(by_age_.size()); }
   // Snapshots neither locked nor pinned.
   int64_t evictable() const;
-  // Calls `visit` with every block reference an evictable snapshot holds.
+  // Calls `visit` with every block reference an evictable snapshot holds, or a pinned one.
   void ForEachEvictableBlock(const std::function<void(int32_t)>& visit) const;
+  void ForEachPinnedBlock(const std::function<void(int32_t)>& visit) const;
   // Changes whenever a snapshot is added or removed (so a lookup can be reused until then).
   uint64_t generation() const { return generation_; }
 

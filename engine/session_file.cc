@@ -140,6 +140,12 @@ absl::StatusOr<SessionFile> ParseSessionFile(std::string_view bytes) {
     }
     s.pending.push_back(id.get<int32_t>());
   }
+  // Blocks only with a KV cache, never more than the positions need, never empty.
+  const int64_t needed_blocks = *block_size == 0 ? 0 : (*position + *block_size - 1) / *block_size;
+  if (*blocks != needed_blocks || (*blocks > 0 && *block_bytes == 0)) {
+    return Corrupt(absl::StrCat("it has ", *blocks, " KV blocks of ", *block_bytes, " bytes for ",
+                                *position, " positions in blocks of ", *block_size));
+  }
   const uint64_t payload = body.size() - kFixed - header_length;
   // Each part within what is left, so no product below overflows.
   const uint64_t token_bytes = static_cast<uint64_t>(*position) * sizeof(int32_t);

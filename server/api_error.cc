@@ -88,6 +88,8 @@ int HttpStatusFor(const absl::Status& status) {
       return 404;
     case absl::StatusCode::kDataLoss:  // a damaged session file
       return 422;
+    case absl::StatusCode::kUnimplemented:  // e.g. sessions on a backend that cannot export
+      return 501;
     case absl::StatusCode::kOutOfRange:
       // A prompt over --max-prompt-tokens is 413; a prompt plus max_tokens that the whole KV
       // cache cannot hold is a bad request (as vLLM answers a context length exceeded).

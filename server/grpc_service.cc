@@ -18,6 +18,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -328,31 +329,39 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
                                          const v1::ListSessionsRequest*,
                                          v1::ListSessionsResponse* response) override {
     if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    for (const SessionInfo& s : engine->ListSessions()) ToProto(s, response->add_sessions());
-    return FinishNow(context, absl::OkStatus());
+    return FinishLater(context, [this, response] {
+      for (const SessionInfo& s : engine->ListSessions()) ToProto(s, response->add_sessions());
+      return absl::OkStatus();
+    });
   }
 
   grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
                                           const v1::SessionRequest* request,
                                           v1::SessionInfo* response) override {
     if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    const absl::Status status = engine->DeleteSession(request->id());
-    if (status.ok()) response->set_id(request->id());
-    return FinishNow(context, status);
+    return FinishLater(context, [this, request, response] {
+      const absl::Status status = engine->DeleteSession(request->id());
+      if (status.ok()) response->set_id(request->id());
+      return status;
+    });
   }
 
   grpc::ServerUnaryReactor* SaveSession(grpc::CallbackServerContext* context,
                                         const v1::SessionRequest* request,
                                         v1::SessionInfo* response) override {
     if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    return FinishWithSession(context, engine->SaveSessionToDisk(request->id()), response);
+    return FinishLater(context, [this, request, response] {
+      return Fill(engine->SaveSessionToDisk(request->id()), response);
+    });
   }
 
   grpc::ServerUnaryReactor* LoadSession(grpc::CallbackServerContext* context,
                                         const v1::SessionRequest* request,
                                         v1::SessionInfo* response) override {
     if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    return FinishWithSession(context, engine->LoadSessionFromDisk(request->id()), response);
+    return FinishLater(context, [this, request, response] {
+      return Fill(engine->LoadSessionFromDisk(request->id()), response);
+    });
   }
 
   static void ToProto(const SessionInfo& s, v1::SessionInfo* out) {
@@ -362,11 +371,18 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
     out->set_path(s.path);
   }
 
-  static grpc::ServerUnaryReactor* FinishWithSession(grpc::CallbackServerContext* context,
-                                                     const absl::StatusOr<SessionInfo>& result,
-                                                     v1::SessionInfo* response) {
+  static absl::Status Fill(const absl::StatusOr<SessionInfo>& result, v1::SessionInfo* response) {
     if (result.ok()) ToProto(*result, response);
-    return FinishNow(context, result.status());
+    return result.status();
+  }
+
+  // Session calls wait for the engine thread and may read or write large files: they run on a
+  // thread of their own, not on gRPC's callback threads, and finish the call from there.
+  static grpc::ServerUnaryReactor* FinishLater(grpc::CallbackServerContext* context,
+                                               std::function<absl::Status()> work) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    std::thread([reactor, work = std::move(work)] { reactor->Finish(ToGrpc(work())); }).detach();
+    return reactor;
   }
 
   absl::StatusOr<ParsedGenerateRequest> Parse(const v1::GenerateRequest& request,

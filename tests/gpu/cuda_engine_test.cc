@@ -14,6 +14,7 @@
 #include "models/cuda/cuda_backend.h"
 #include "models/mesanet_model.h"
 #include "tests/support/bf16_weights.h"
+#include "tests/gpu/small_models.h"
 #include "tests/support/collecting_sink.h"
 
 namespace ridge {
@@ -22,17 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::CollectingSink;
 
-MesaNetConfig SmallConfig() {
-  MesaNetConfig config;
-  config.hidden_size = 256;
-  config.num_heads = 4;
-  config.head_dim = 64;
-  config.num_hidden_layers = 2;
-  config.intermediate_size = 512;
-  config.vocab_size = 300;
-  config.eos_token_ids.clear();
-  return config;
-}
+MesaNetConfig SmallConfig() { return testing::SmallMesaNetConfig(); }
 
 // Random weights with the matrices rounded to bf16, so the CPU runs what the GPU holds.
 MesaNetWeights Bf16RoundedWeights(const MesaNetConfig& config) {

@@ -23,6 +23,7 @@
 #include "models/cpu_backend.h"
 #include "models/cuda/hybrid_backend.h"
 #include "nlohmann/json.hpp"
+#include "tests/gpu/small_models.h"
 #include "tests/support/collecting_sink.h"
 
 namespace ridge {
@@ -49,46 +50,10 @@ std::string Name(const ::testing::TestParamInfo<CaseAndKv>& info) {
   return name.str();
 }
 
-// Sizes beyond a Case's: the small tests' by default, hybrid-small-8l's in the long-prompt one.
-struct Widths {
-  int hidden = 256, intermediate = 384, vocab = 384;
-  double rope_theta = 10000.0;
-};
+using testing::Widths;
 
 absl::StatusOr<std::unique_ptr<HybridQwen3Model>> SmallModel(const Case& c, Widths w = {}) {
-  const std::string pattern = c.pattern;
-  nlohmann::json config = {
-      {"model_type", "hybrid_qwen3"},
-      {"hidden_size", w.hidden},
-      {"intermediate_size", w.intermediate},
-      {"num_hidden_layers", std::count(pattern.begin(), pattern.end(), '-') + 1},
-      {"num_attention_heads", c.q_heads},
-      {"num_key_value_heads", c.kv_heads},
-      {"head_dim", c.head_dim},
-      {"rms_norm_eps", 1e-6},
-      {"vocab_size", w.vocab},
-      {"tie_word_embeddings", false},
-      {"max_position_embeddings", 131072},
-      {"rope_theta", w.rope_theta},
-      {"hybrid_override_pattern", c.pattern},
-      {"gka_config",
-       {{"head_dim", c.head_dim},
-        {"num_q_heads", c.q_heads},
-        {"num_k_heads", c.kv_heads},
-        {"num_v_heads", c.kv_heads},
-        {"num_iter", 30},
-        {"ridge_strength", 0.02},
-        {"use_alpha_connection", true},
-        {"use_v_conv", true},
-        {"use_beta_gate", true},
-        {"use_gate", true},
-        {"conv_size", 4},
-        {"norm_eps", 1e-6},
-        {"solver_type", "chebyshev"}}}};
-  if (c.window > 0) config["sliding_window"] = c.window;
-  auto spec = ParseHybridQwen3Config(config);
-  if (!spec.ok()) return spec.status();
-  return HybridQwen3Model::Random(*spec, 5, 16);
+  return testing::SmallHybridModel({c.pattern, c.head_dim, c.q_heads, c.kv_heads, c.window}, w);
 }
 
 double RelativeRms(const std::vector<float>& a, const std::vector<float>& ref) {

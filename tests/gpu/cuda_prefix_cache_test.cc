@@ -13,45 +13,26 @@
 
 #include "engine/engine.h"
 #include "kernels/device_info.h"
-#include "models/arch/hybrid_qwen3.h"
-#include "models/arch/hybrid_qwen3_config.h"
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/hybrid_backend.h"
 #include "models/mesanet_weights.h"
-#include "nlohmann/json.hpp"
-#include "tests/support/collecting_sink.h"
+#include "tests/gpu/small_models.h"
+#include "tests/support/request_outcome.h"
 
 namespace ridge {
 namespace {
 
-using testing::CollectingSink;
 
 // The log-probability difference allowed between a hit and a recompute: both run bf16 products
 // on the same GPU, over differently chunked prompts.
 constexpr float kLogprobTolerance = 0.05f;
 
-struct Outcome {
-  std::vector<int32_t> tokens = {};
-  std::vector<LogprobEntry> logprobs = {};
-  RequestUsage usage = {};
-  absl::Status status = {};
-};
+using Outcome = testing::RequestOutcome;
 
 Outcome RunToEnd(Engine& engine, std::vector<int32_t> prompt, int max_tokens,
                  const std::string& session = "") {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.temperature = 0.0f;
-  r.sampling.ignore_eos = true;
-  r.logprobs = true;
-  r.top_logprobs = 5;
-  r.session_id = session;
-  auto sink = std::make_shared<CollectingSink>();
-  auto id = engine.Submit(std::move(r), sink);
-  if (!id.ok()) return {.status = id.status()};
-  RequestEvent last = sink->Wait();
-  return {sink->tokens(), sink->logprobs(), last.usage, last.status};
+  return testing::RunToEnd(engine,
+                           testing::GreedyRequest(std::move(prompt), max_tokens, session));
 }
 
 std::string SessionDir() {
@@ -61,9 +42,7 @@ std::string SessionDir() {
 }
 
 std::vector<int32_t> Tokens(int count, int seed, int vocab) {
-  std::vector<int32_t> out;
-  for (int t = 0; t < count; ++t) out.push_back((t * 37 + seed * 101 + 5) % vocab);
-  return out;
+  return testing::PatternTokens(count, seed, vocab);
 }
 
 // Runs the checks on two engines over backends of the same weights: `cached` with a prefix
@@ -136,37 +115,7 @@ void CheckHitsAgainstRecompute(Engine& cached, Engine& plain, int vocab, const c
 
 TEST(CudaPrefixCacheTest, HybridHitsAgreeWithRecomputing) {
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
-  nlohmann::json config = {{"model_type", "hybrid_qwen3"},
-                           {"hidden_size", 256},
-                           {"intermediate_size", 384},
-                           {"num_hidden_layers", 4},
-                           {"num_attention_heads", 4},
-                           {"num_key_value_heads", 2},
-                           {"head_dim", 64},
-                           {"rms_norm_eps", 1e-6},
-                           {"vocab_size", 384},
-                           {"tie_word_embeddings", false},
-                           {"max_position_embeddings", 131072},
-                           {"rope_theta", 10000.0},
-                           {"sliding_window", 48},
-                           {"hybrid_override_pattern", "GKA-*-GKA-SWA"},
-                           {"gka_config",
-                            {{"head_dim", 64},
-                             {"num_q_heads", 4},
-                             {"num_k_heads", 2},
-                             {"num_v_heads", 2},
-                             {"num_iter", 30},
-                             {"ridge_strength", 0.02},
-                             {"use_alpha_connection", true},
-                             {"use_v_conv", true},
-                             {"use_beta_gate", true},
-                             {"use_gate", true},
-                             {"conv_size", 4},
-                             {"norm_eps", 1e-6},
-                             {"solver_type", "chebyshev"}}}};
-  auto spec = ParseHybridQwen3Config(config);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto model = HybridQwen3Model::Random(*spec, 5, 16);
+  auto model = testing::SmallHybridModel({"GKA-*-GKA-SWA", 64, 4, 2, /*window=*/48});
   ASSERT_TRUE(model.ok()) << model.status();
   for (KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3}) {
     const bool fp8 = dtype == KvCacheDtype::kFp8E4m3;
@@ -193,14 +142,7 @@ TEST(CudaPrefixCacheTest, HybridHitsAgreeWithRecomputing) {
 
 TEST(CudaPrefixCacheTest, MesaNetHitsAgreeWithRecomputing) {
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
-  MesaNetConfig config;
-  config.hidden_size = 256;
-  config.num_heads = 4;
-  config.head_dim = 64;
-  config.num_hidden_layers = 2;
-  config.intermediate_size = 512;
-  config.vocab_size = 300;
-  config.eos_token_ids.clear();
+  const MesaNetConfig config = testing::SmallMesaNetConfig();
   const MesaNetWeights weights = RandomMesaNetWeights(config, 11);
   auto with_cache = CudaBackend::Create(config, weights, {.num_slots = 8});
   auto without = CudaBackend::Create(config, weights, {.num_slots = 4});

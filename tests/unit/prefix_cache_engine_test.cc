@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "models/arch/load_model.h"
 #include "tests/support/collecting_sink.h"
+#include "tests/support/request_outcome.h"
 #include "tests/unit/test_checkpoint_writer.h"
 
 namespace ridge {
@@ -19,55 +20,19 @@ namespace {
 
 using testing::CollectingSink;
 
-struct Outcome {
-  std::vector<int32_t> tokens = {};
-  std::vector<LogprobEntry> logprobs = {};
-  RequestUsage usage = {};
-  absl::Status status = {};
-};
-
-Outcome RunToEnd(Engine& engine, EngineRequest request) {
-  auto sink = std::make_shared<CollectingSink>();
-  auto id = engine.Submit(std::move(request), sink);
-  if (!id.ok()) return {.status = id.status()};
-  RequestEvent last = sink->Wait();
-  return {sink->tokens(), sink->logprobs(), last.usage, last.status};
-}
-
-// Same tokens, and log-probabilities equal to the bit (tolerance 0) or within `tolerance`.
-void ExpectSame(const Outcome& got, const Outcome& want, float tolerance, const std::string& what) {
-  ASSERT_TRUE(got.status.ok()) << what << ": " << got.status;
-  ASSERT_EQ(got.tokens, want.tokens) << what;
-  ASSERT_EQ(got.logprobs.size(), want.logprobs.size()) << what;
-  for (size_t i = 0; i < got.logprobs.size(); ++i) {
-    if (tolerance == 0.0f) {
-      EXPECT_EQ(got.logprobs[i].logprob, want.logprobs[i].logprob) << what << " token " << i;
-      EXPECT_EQ(got.logprobs[i].top, want.logprobs[i].top) << what << " token " << i;
-      continue;
-    }
-    EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, tolerance) << what;
-    ASSERT_EQ(got.logprobs[i].top.size(), want.logprobs[i].top.size()) << what;
-    for (size_t j = 0; j < got.logprobs[i].top.size(); ++j) {
-      EXPECT_NEAR(got.logprobs[i].top[j].second, want.logprobs[i].top[j].second, tolerance);
-    }
-  }
-}
+using Outcome = testing::RequestOutcome;
+using testing::RunToEnd;
 
 std::vector<int32_t> Tokens(int count, int seed, int vocab) {
-  std::vector<int32_t> out;
-  for (int t = 0; t < count; ++t) out.push_back((t * 37 + seed * 101 + 5) % vocab);
-  return out;
+  return testing::PatternTokens(count, seed, vocab);
 }
 
 EngineRequest Greedy(std::vector<int32_t> prompt, int max_tokens) {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.temperature = 0.0f;
-  r.sampling.ignore_eos = true;
-  r.logprobs = true;
-  r.top_logprobs = 5;
-  return r;
+  return testing::GreedyRequest(std::move(prompt), max_tokens);
+}
+
+void ExpectSame(const Outcome& got, const Outcome& want, float tolerance, const std::string& what) {
+  testing::ExpectSameOutcome(got, want, tolerance, what);
 }
 
 class PrefixCacheEngineTest : public ::testing::TestWithParam<std::string> {

@@ -13,6 +13,7 @@
 #include "engine/session_file.h"
 #include "models/arch/load_model.h"
 #include "tests/support/collecting_sink.h"
+#include "tests/support/request_outcome.h"
 
 namespace ridge {
 namespace {
@@ -59,45 +60,19 @@ TEST(SessionFileTest, RoundTripsAndRefusesDamage) {
   EXPECT_EQ(ParseSessionFile(future).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-struct Outcome {
-  std::vector<int32_t> tokens = {};
-  std::vector<LogprobEntry> logprobs = {};
-  RequestUsage usage = {};
-  absl::Status status = {};
-};
+using Outcome = testing::RequestOutcome;
 
 Outcome RunToEnd(Engine& engine, std::vector<int32_t> prompt, int max_tokens,
                  const std::string& session = "") {
-  EngineRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.temperature = 0.0f;
-  r.sampling.ignore_eos = true;
-  r.logprobs = true;
-  r.top_logprobs = 3;
-  r.session_id = session;
-  auto sink = std::make_shared<CollectingSink>();
-  auto id = engine.Submit(std::move(r), sink);
-  if (!id.ok()) return {.status = id.status()};
-  RequestEvent last = sink->Wait();
-  return {sink->tokens(), sink->logprobs(), last.usage, last.status};
+  return testing::RunToEnd(engine, testing::GreedyRequest(std::move(prompt), max_tokens, session,
+                                                          /*top_logprobs=*/3));
 }
 
 void ExpectSame(const Outcome& got, const Outcome& want) {
-  ASSERT_TRUE(got.status.ok()) << got.status;
-  ASSERT_TRUE(want.status.ok()) << want.status;
-  EXPECT_EQ(got.tokens, want.tokens);
-  ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
-  for (size_t i = 0; i < got.logprobs.size(); ++i) {
-    EXPECT_EQ(got.logprobs[i].top, want.logprobs[i].top) << i;
-  }
+  testing::ExpectSameOutcome(got, want, 0.0f, "continued vs whole history");
 }
 
-std::vector<int32_t> Tokens(int count, int seed) {
-  std::vector<int32_t> out;
-  for (int t = 0; t < count; ++t) out.push_back((t * 37 + seed * 101 + 5) % 256);
-  return out;
-}
+std::vector<int32_t> Tokens(int count, int seed) { return testing::PatternTokens(count, seed, 256); }
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -180,7 +155,7 @@ TEST_F(SessionTest, OneRequestAtATimeAndALimitOnSessions) {
   auto engine = Start(/*cache_slots=*/4, "model-a", /*max_sessions=*/1);
   EngineRequest long_one;
   long_one.prompt = Tokens(30, 4);
-  long_one.sampling.max_tokens = 200;
+  long_one.sampling.max_tokens = 600;  // still running while the calls below are made
   long_one.sampling.ignore_eos = true;
   long_one.session_id = "a";
   auto running = std::make_shared<CollectingSink>();
@@ -202,6 +177,27 @@ TEST_F(SessionTest, OneRequestAtATimeAndALimitOnSessions) {
   auto uncached = Start(/*cache_slots=*/0);
   EXPECT_EQ(RunToEnd(*uncached, Tokens(3, 5), 2, "a").status.code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionTest, TwoSessionsOnOneStateAndSaltsThatDiffer) {
+  // Two sessions end at the same state (the same greedy turn): one moving on must not free it
+  // under the other, however many other states then pass through the cache.
+  auto engine = Start(/*cache_slots=*/6);
+  const std::vector<int32_t> prompt = Tokens(20, 8);
+  ASSERT_TRUE(RunToEnd(*engine, prompt, 4, "a").status.ok());
+  ASSERT_TRUE(RunToEnd(*engine, prompt, 4, "b").status.ok());
+  ASSERT_TRUE(RunToEnd(*engine, Tokens(5, 9), 3, "a").status.ok());
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(RunToEnd(*engine, Tokens(30, 20 + i), 2).status.ok());
+  const Outcome b = RunToEnd(*engine, Tokens(5, 10), 3, "b");
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  EXPECT_EQ(b.usage.cached_tokens, 23);
+  EXPECT_EQ(b.usage.prompt_tokens, 29);
+  // A session continues only under the salt and solver budget it was made with.
+  EngineRequest salted = testing::GreedyRequest(Tokens(3, 11), 2, "b");
+  salted.cache_salt = "tenant";
+  const Outcome refused = testing::RunToEnd(*engine, salted);
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kFailedPrecondition) << refused.status;
+  EXPECT_NE(refused.status.message().find("cache_salt"), std::string::npos);
 }
 
 TEST_F(SessionTest, FilesThatDoNotFitAreRefusedAndChangeNothing) {
@@ -238,7 +234,7 @@ TEST_F(SessionTest, FilesThatDoNotFitAreRefusedAndChangeNothing) {
   file = *ParseSessionFile(good);
   file.kv_blocks.pop_back();
   write("few_blocks", SerializeSessionFile(file));
-  refused("few_blocks", absl::StatusCode::kFailedPrecondition, "KV blocks");
+  refused("few_blocks", absl::StatusCode::kDataLoss, "KV blocks");
   auto other_model = Start(4, "model-b");
   const auto foreign = other_model->LoadSessionFromDisk("keep");
   EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition);
