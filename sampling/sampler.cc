@@ -106,6 +106,7 @@ int32_t Sampler::SampleWithUniform(std::span<const float> logits,
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
   EnsureScratch();
   std::transform(logits.begin(), logits.end(), logits_.begin(), NanToNegativeInf);
+  for (const auto& [token, bias] : params_.logit_bias) logits_[token] += bias;
   ApplyPenalties(logits_, prompt_tokens, generated_tokens);
   if (params_.temperature == 0.0f) return GreedyToken(logits_);
   return SampleAtTemperature(uniform);

@@ -48,19 +48,22 @@ class Sampler {
   // stream when the temperature is above 0, else 0 without touching the stream.
   double NextDrawUniform() { return params_.temperature > 0.0f ? NextUniform() : 0.0; }
 
-  // The first stage of Sample, in place, exposed for tests: the repetition penalty over the
+  // The stage of Sample after the logit bias, in place, exposed for tests: the repetition
+  // penalty over the
   // distinct tokens of prompt + generated (positive logits divided, negative ones multiplied),
   // then logit -= frequency_penalty * count + presence_penalty * (count > 0) over the
   // generated tokens only.
   void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
                       std::span<const int32_t> generated_tokens);
 
-  // True when Sample is a plain argmax of the logits (temperature 0, no penalties): a backend
-  // can then pick the token itself without sending the logits anywhere.
+  // True when Sample is a plain argmax of the logits (temperature 0, no penalties, no logit
+  // bias): a backend can then pick the token itself without sending the logits anywhere.
   bool IsPlainArgmax() const {
     return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f &&
-           params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f;
+           params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f &&
+           params_.logit_bias.empty();
   }
+  bool HasLogitBias() const { return !params_.logit_bias.empty(); }
 
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }

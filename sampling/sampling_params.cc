@@ -1,5 +1,6 @@
 #include "sampling/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,26 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
   }
   if (!InClosedRange(params.frequency_penalty, -2.0f, 2.0f)) {
     return OutOfRange("frequency_penalty", "in [-2, 2] (0 turns it off)", params.frequency_penalty);
+  }
+  if (params.logit_bias.size() > kMaxLogitBiasEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("logit_bias: ", params.logit_bias.size(),
+                                                   " entries; at most ", kMaxLogitBiasEntries));
+  }
+  std::vector<int32_t> biased;
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token < 0 || token >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias: token id ", token, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+    if (!InClosedRange(bias, -100.0f, 100.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: the bias of token ", token,
+                                                     " must be in [-100, 100], got ", bias));
+    }
+    biased.push_back(token);
+  }
+  std::sort(biased.begin(), biased.end());
+  if (std::adjacent_find(biased.begin(), biased.end()) != biased.end()) {
+    return absl::InvalidArgumentError("logit_bias: a token id appears twice");
   }
   for (size_t i = 0; i < params.stop_token_ids.size(); ++i) {
     const int32_t id = params.stop_token_ids[i];

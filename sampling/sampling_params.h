@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,7 +23,12 @@ struct SamplingParams {
   std::optional<uint64_t> seed;     // Unset: a fresh random seed per sequence.
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // OpenAI's logit_bias: added to the named tokens' logits before the penalties and the
+  // temperature (+-100 all but forces or bans a token). Ids distinct, biases in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 };
+
+inline constexpr size_t kMaxLogitBiasEntries = 1024;
 
 // The largest temperature and repetition penalty a request may ask for, on every transport (the
 // OpenAI API's temperature range is [0, 2]).

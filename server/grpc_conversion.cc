@@ -79,6 +79,8 @@ absl::StatusOr<SamplingParams> ParseSampling(const v1::SamplingParams& s,
   if (s.has_seed()) p.seed = s.seed();
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   p.ignore_eos = s.ignore_eos();
+  for (const auto& [token, bias] : s.logit_bias()) p.logit_bias.emplace_back(token, bias);
+  std::sort(p.logit_bias.begin(), p.logit_bias.end());  // a map's order is unspecified
   // Its messages name the field ("sampling parameter top_p must be in (0, 1], got 2").
   RETURN_IF_ERROR(ValidateSamplingParams(p, static_cast<int32_t>(model.vocab_size)));
   return p;

@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -204,6 +205,39 @@ absl::Status ReadLogprobs(const json& body, const RequestLimits& limits, OpenAiR
   return absl::OkStatus();
 }
 
+// {"token id": bias, ...}: OpenAI's keys are token ids written as strings.
+absl::Status ReadLogitBias(const json& body, const RequestLimits& limits, SamplingParams* p) {
+  const json* v = Field(body, "logit_bias");
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (!v->is_object()) {
+    return FieldError("logit_bias",
+                      absl::StrCat("must be an object of token id -> bias, got ", Describe(*v)));
+  }
+  for (const auto& [key, bias] : v->items()) {
+    int32_t id = -1;
+    const bool numeric = !key.empty() && key.size() <= 10 &&
+                         std::all_of(key.begin(), key.end(), ::isdigit) &&
+                         std::stoll(key) < limits.vocab_size;
+    if (numeric) id = static_cast<int32_t>(std::stoll(key));
+    if (id < 0) {
+      return FieldError("logit_bias",
+                        absl::StrCat("key '", key.substr(0, 32), "' must be a token id in [0, ",
+                                     limits.vocab_size, ")"));
+    }
+    if (!bias.is_number() || !(bias.get<double>() >= -100.0 && bias.get<double>() <= 100.0)) {
+      return FieldError("logit_bias",
+                        absl::StrCat("the bias of token ", id,
+                                     " must be a number in [-100, 100], got ", Describe(bias)));
+    }
+    p->logit_bias.emplace_back(id, static_cast<float>(bias.get<double>()));
+  }
+  if (p->logit_bias.size() > kMaxLogitBiasEntries) {
+    return FieldError("logit_bias", absl::StrCat("has ", p->logit_bias.size(), " entries; at most ",
+                                                 kMaxLogitBiasEntries));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
   SamplingParams& p = out->sampling;
   std::optional<int64_t> max_tokens;
@@ -248,6 +282,7 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
                                         : static_cast<uint64_t>(seed->get<int64_t>());
   }
   RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &p.ignore_eos));
+  RETURN_IF_ERROR(ReadLogitBias(body, limits, &p));
   return ReadStopTokenIds(body, limits, out);
 }
 
@@ -269,9 +304,6 @@ absl::Status ReadUnsupported(const json& body, const RequestLimits& limits, Open
     }
   }
   // Fields that would change the output: refused rather than silently ignored.
-  if (const json* v = Field(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
-    return FieldError("logit_bias", "is not supported yet; leave it out");
-  }
   if (const json* v = Field(body, "response_format")) {
     const json* type = v->is_object() ? Field(*v, "type") : nullptr;
     if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {

@@ -453,6 +453,12 @@ absl::Status CudaHybridBackend::ForwardSample(std::span<const SlotChunk> chunks,
                                               std::vector<PickedToken>* picked) {
   RETURN_IF_ERROR(ValidateChunks(chunks));
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
+  // The device's sampler knows no logit bias: such a step samples on the host.
+  if (std::any_of(picks.begin(), picks.end(), [](const TokenPick& p) {
+        return p.sampler != nullptr && p.sampler->HasLogitBias();
+      })) {
+    return ModelBackend::ForwardSample(chunks, picks, picked);
+  }
   picked->assign(chunks.size(), PickedToken{});
   if (chunks.empty()) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));

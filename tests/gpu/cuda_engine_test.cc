@@ -138,6 +138,18 @@ TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   }
   std::set<int32_t> distinct(tokens.begin(), tokens.end());
   EXPECT_GT(distinct.size(), 3u) << "temperature 1.3 over 300 tokens should not repeat itself";
+
+  // A logit bias (sampled on the host; the device's sampler knows none) beside plain requests:
+  // +100 makes token 7 certain, -100 bans the greedy pick.
+  EngineRequest forced = sampled;
+  forced.sampling.logit_bias = {{7, 100.0f}};
+  EngineRequest banned = greedy;
+  banned.sampling.logit_bias = {{alone[0]->tokens()[0], -100.0f}};
+  const auto biased = run({forced, banned, greedy});
+  EXPECT_EQ(biased[0]->tokens(), std::vector<int32_t>(12, 7));
+  ASSERT_FALSE(biased[1]->tokens().empty());
+  EXPECT_NE(biased[1]->tokens()[0], alone[0]->tokens()[0]);
+  EXPECT_EQ(biased[2]->tokens(), alone[0]->tokens());
   EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
 }
 

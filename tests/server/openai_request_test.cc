@@ -127,6 +127,12 @@ TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("messages[0].role is 'wizard'"), std::string::npos)
       << r.status();
+  // logit_bias is honoured: token ids as the object's keys.
+  r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "logit_bias": {"5": 100, "7": -2.5}})"),
+                         ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, 100.0f}, {7, -2.5f}}));
   // The neutral forms of the refused fields are accepted.
   r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "suffix": "", "logit_bias": {},
                                         "response_format": {"type": "text"}})"),
@@ -180,7 +186,11 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"({"prompt": [1, "a"]})", "prompt"},
         InvalidCase{kC, R"({"prompt": [1, 2.5]})", "prompt"},
         InvalidCase{kC, R"({"prompt": "x", "suffix": "y"})", "suffix"},
-        InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"5": 100}})", "logit_bias"},
+        InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
+        InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"a": 1}})", "logit_bias"},
+        InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"512": 1}})", "logit_bias"},
+        InvalidCase{kC, R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
+        InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"5": "1"}})", "logit_bias"},
         InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_object"}})",
                     "response_format"},
         InvalidCase{kC, R"({"prompt": "x", "model": 3})", "model"},

@@ -59,6 +59,14 @@ TEST_F(GrpcConversionTest, InvalidRequestsNameTheField) {
   const std::vector<InvalidCase> cases = {
       {"no prompt", [](auto* r) { r->clear_prompt(); }, absl::StatusCode::kInvalidArgument,
        "prompt is not set"},
+      {"logit bias out of range",
+       [](auto* r) { (*r->mutable_sampling()->mutable_logit_bias())[3] = 150.0f; },
+       absl::StatusCode::kInvalidArgument, "logit_bias: the bias of token 3"},
+      {"logit bias outside the vocabulary",
+       [](auto* r) { (*r->mutable_sampling()->mutable_logit_bias())[600] = 1.0f; },
+       absl::StatusCode::kInvalidArgument, "logit_bias: token id 600"},
+      {"bad session id", [](auto* r) { r->set_session_id("a/b"); },
+       absl::StatusCode::kInvalidArgument, "session_id 'a/b'"},
       {"empty ids", [](auto* r) { r->mutable_token_ids()->clear_ids(); },
        absl::StatusCode::kInvalidArgument, "token_ids.ids is empty"},
       {"id too large", [](auto* r) { r->mutable_token_ids()->add_ids(512); },
@@ -177,6 +185,10 @@ TEST_F(GrpcConversionTest, EveryFieldIsCarried) {
   s->add_stop_token_ids(9);
   s->set_ignore_eos(true);
   s->set_top_logprobs(3);
+  (*s->mutable_logit_bias())[11] = -100.0f;
+  (*s->mutable_logit_bias())[4] = 2.5f;
+  r.set_cache_salt("tenant");
+  r.set_session_id("chat-1");
   r.mutable_solver()->set_max_iterations(12);  // tolerance from the default budget
   r.set_skip_special_tokens(false);
   absl::StatusOr<ParsedGenerateRequest> parsed = ParseGenerateRequest(r, Model(true));
@@ -196,6 +208,10 @@ TEST_F(GrpcConversionTest, EveryFieldIsCarried) {
   EXPECT_TRUE(e.sampling.ignore_eos);
   EXPECT_TRUE(e.logprobs);  // implied by top_logprobs
   EXPECT_EQ(e.top_logprobs, 3);
+  EXPECT_EQ(e.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{4, 2.5f}, {11, -100.0f}}));
+  EXPECT_EQ(e.cache_salt, "tenant");
+  EXPECT_EQ(e.session_id, "chat-1");
   ASSERT_TRUE(e.solver.has_value());
   EXPECT_FLOAT_EQ(e.solver->tolerance, 1e-3f);
   EXPECT_EQ(e.solver->max_iterations, 12);

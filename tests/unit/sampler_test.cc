@@ -128,6 +128,32 @@ TEST(SamplerTest, GreedyPicksArgmaxAndLowestIdOnTies) {
   }
 }
 
+TEST(SamplerTest, LogitBiasShiftsTheNamedTokensBeforeEverythingElse) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.logit_bias = {{0, 4.5f}, {1, -100.0f}};
+  Sampler sampler = MakeSampler(params, 5);
+  EXPECT_FALSE(sampler.IsPlainArgmax());  // a backend must not take its own argmax
+  // Without the bias 1 wins; banned, 0 (1 + 4.5) beats 3 (4).
+  EXPECT_EQ(sampler.Sample(std::vector<float>{1.0f, 5.0f, 3.0f, 4.0f, -2.0f}, {}, {}), 0);
+  // At temperature 1 a -100 bias leaves a token all but impossible, +100 all but certain.
+  params.temperature = 1.0f;
+  params.seed = 3;
+  params.logit_bias = {{2, 100.0f}, {4, -100.0f}};
+  Sampler hot = MakeSampler(params, 5);
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(hot.Sample(std::vector<float>{1.0f, 5.0f, 3.0f, 4.0f, 20.0f}, {}, {}), 2);
+  }
+  // Validation names the problem.
+  params.logit_bias = {{7, 1.0f}};
+  EXPECT_NE(ValidateSamplingParams(params, 5).message().find("outside the vocabulary"),
+            std::string::npos);
+  params.logit_bias = {{1, 101.0f}};
+  EXPECT_NE(ValidateSamplingParams(params, 5).message().find("[-100, 100]"), std::string::npos);
+  params.logit_bias = {{1, 1.0f}, {1, 2.0f}};
+  EXPECT_NE(ValidateSamplingParams(params, 5).message().find("twice"), std::string::npos);
+}
+
 TEST(SamplerTest, TopKOneEqualsGreedy) {
   SamplingParams greedy_params;
   greedy_params.temperature = 0.0f;
