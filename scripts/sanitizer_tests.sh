@@ -17,6 +17,7 @@ cmake --build --preset tsan -j "$jobs"
 export RIDGE_TEST_DATA_DIR=$PWD/tests/data OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1
 status=0
 for test in tests/unit/engine_test tests/unit/hybrid_engine_test tests/unit/prefix_cache_engine_test \
+  tests/unit/session_test \
   tests/unit/event_delivery_test \
   tests/server/http_server_test; do
   echo "== ThreadSanitizer: $test"
