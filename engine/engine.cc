@@ -454,6 +454,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
                                  {.block_size = kv.empty() ? 0 : kv.block_size});
   Preempt(plan.preempt);
 
+  LockAdmittedHits(plan.admit.size());
   const SteadyTime step_start = std::chrono::steady_clock::now();
   StepReport report;
   std::vector<RequestId> failed_admissions;  // finished at once: the plan must skip them

@@ -140,8 +140,11 @@ class Engine {
   void Preempt(const std::vector<RequestId>& victims);
   void PublishSnapshot();
   // The prefix cache (engine_prefix_cache.cc). Looks up the hits of the waiting requests that
-  // may be admitted this step and locks them until UnlockHits.
+  // may be admitted this step; the plan counts their blocks as free (evictable). Then the hits of
+  // the `admitted` first waiting requests are locked until UnlockHits, so admitting one does not
+  // evict another's.
   void FindCachedPrefixes();
+  void LockAdmittedHits(size_t admitted);
   void UnlockHits();
   // Puts an admitted sequence's memory at its start: its cache hit restored, or a reset slot.
   absl::Status StartSequence(Sequence& seq, StepReport& report);

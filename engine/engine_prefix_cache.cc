@@ -38,7 +38,20 @@ void Engine::FindCachedPrefixes() {
           memory_.Lookup(seq.cache_space, seq.feed, static_cast<int64_t>(seq.feed.size()) - 1);
       seq.hit_generation = memory_.generation();
     }
+  }
+}
+
+void Engine::LockAdmittedHits(size_t admitted) {
+  // Only the admitted requests' hits: a waiting request's locked hit would keep its blocks from
+  // the plan (they are not counted as free) while it never gets admitted, and requests could
+  // then wait on each other's hits for ever. Nothing has been evicted since the lookups.
+  for (size_t i = 0; i < admitted && i < waiting_.size(); ++i) {
+    Sequence& seq = *waiting_[i];
     if (seq.hit.node == nullptr) continue;
+    if (seq.hit_generation != memory_.generation()) {
+      seq.hit = {};
+      continue;
+    }
     memory_.Lock(seq.hit.node);
     locked_hits_.push_back(seq.hit.node);
   }

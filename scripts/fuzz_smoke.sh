@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The libFuzzer targets of tests/fuzz (the parsers of checkpoints' headers and configs,
-# tokenizer.json, tokenizer_config.json with its chat template, OpenAI request bodies), built with
+# tokenizer.json, tokenizer_config.json with its chat template, OpenAI request bodies, saved
+# session files, gRPC GenerateRequest bytes), built with
 # Debian's clang into build-fuzz/ and each run briefly: first over its committed corpora (the
 # seeds and the inputs of every bug found so far in tests/fuzz/corpus/<target>/, and what the
 # 10-minute runs found, minimized, in tests/fuzz/corpus_found.tar.xz), then mutating for

@@ -5,9 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
-
 #include <string>
+#include <string_view>
 
 #include "base/sha256.h"
 #include "engine/session_file.h"
