@@ -178,6 +178,9 @@ class Engine {
     std::vector<int32_t> pending = {};  // generated after them, not yet fed (the last pick)
     std::string space = {};
     bool in_use = false;
+    // Why its last turn's state could not be kept (empty: it was): the next request that names
+    // it is refused with this, rather than silently continuing an older state.
+    std::string lost = {};
   };
   // Posts the step's events to the delivery thread once its metrics are recorded, so a client
   // that has its answer and then scrapes /metrics sees the step that produced it.

@@ -105,6 +105,11 @@ bool Engine::JoinSession(Sequence& seq) {
     return true;
   }
   Session& session = it->second;
+  if (!session.lost.empty()) {
+    const std::string lost = session.lost;
+    sessions_.erase(it);  // said once; the id is free again
+    return fail(absl::FailedPreconditionError(lost));
+  }
   if (session.space != seq.cache_space) {
     return fail(absl::FailedPreconditionError(absl::StrCat(
         "session_id: session '", id,
@@ -167,10 +172,14 @@ void Engine::LeaveSession(Sequence& seq, bool ended_normally) {
     node = nullptr;
   }
   if (node == nullptr) {
-    Log(LogLevel::kWarning, "request ", seq.id, ": session '", it->first,
-        "' keeps its previous state: the prefix cache had no room for the new one (sessions "
-        "may hold half of the KV cache)");
-    if (session.node == nullptr) sessions_.erase(it);
+    // Continuing the older state would leave this turn out of the history without a word.
+    session.lost = absl::StrCat(
+        "session_id: session '", it->first, "' lost its last turn (request ", seq.id,
+        "): the prefix cache had no room for its state (sessions may hold half of the KV cache "
+        "and half of the cache's states); send the whole history again to start it anew");
+    Log(LogLevel::kWarning, session.lost);
+    if (session.node != nullptr) memory_.Unpin(session.node);
+    session.node = nullptr;
     return;
   }
   if (session.node != nullptr) memory_.Unpin(session.node);  // the new state holds its own pin
@@ -199,7 +208,9 @@ absl::Status Engine::DeleteSession(const std::string& id) {
   absl::Status status;
   const absl::Status ran = RunOnEngineThread([&] {
     auto it = sessions_.find(id);
-    if (it == sessions_.end() || it->second.node == nullptr) {
+    if (it != sessions_.end() && !it->second.lost.empty()) {
+      sessions_.erase(it);  // forgetting a lost session is what the client wants
+    } else if (it == sessions_.end() || it->second.node == nullptr) {
       status = absl::NotFoundError(absl::StrCat("no session '", id, "'"));
     } else if (it->second.in_use) {
       status =

@@ -72,7 +72,9 @@ void ExpectSame(const Outcome& got, const Outcome& want) {
   testing::ExpectSameOutcome(got, want, 0.0f, "continued vs whole history");
 }
 
-std::vector<int32_t> Tokens(int count, int seed) { return testing::PatternTokens(count, seed, 256); }
+std::vector<int32_t> Tokens(int count, int seed) {
+  return testing::PatternTokens(count, seed, 256);
+}
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -198,6 +200,30 @@ TEST_F(SessionTest, TwoSessionsOnOneStateAndSaltsThatDiffer) {
   const Outcome refused = testing::RunToEnd(*engine, salted);
   EXPECT_EQ(refused.status.code(), absl::StatusCode::kFailedPrecondition) << refused.status;
   EXPECT_NE(refused.status.message().find("cache_salt"), std::string::npos);
+}
+
+TEST_F(SessionTest, ASessionThatLostItsTurnSaysSoInsteadOfContinuingAnOlderState) {
+  // 8 blocks of 8 tokens: sessions may pin 4 (32 tokens). The first turn (20 + 4) is kept; the
+  // second (24 + 6 new + 6 answered) would pin 5 blocks and cannot be.
+  auto created = Engine::Create(model_.get(),
+                                {.max_slots = 3,
+                                 .cpu_kv_blocks = 8,
+                                 .prefix_cache_slots = 4,
+                                 .prefill_token_budget = 16,
+                                 .session_dir = dir_.string()},
+                                nullptr);
+  ASSERT_TRUE(created.ok()) << created.status();
+  Engine& engine = **created;
+  ASSERT_TRUE(RunToEnd(engine, Tokens(20, 12), 4, "tight").status.ok());
+  ASSERT_EQ(engine.ListSessions().size(), 1u);
+  ASSERT_TRUE(RunToEnd(engine, Tokens(6, 13), 6, "tight").status.ok());  // answered, not kept
+  EXPECT_TRUE(engine.ListSessions().empty());
+  const Outcome next = RunToEnd(engine, Tokens(3, 14), 2, "tight");
+  EXPECT_EQ(next.status.code(), absl::StatusCode::kFailedPrecondition) << next.status;
+  EXPECT_NE(next.status.message().find("lost its last turn"), std::string::npos) << next.status;
+  // Said once: the id starts a new session afterwards.
+  EXPECT_TRUE(RunToEnd(engine, Tokens(10, 15), 2, "tight").status.ok());
+  EXPECT_EQ(engine.ListSessions().size(), 1u);
 }
 
 TEST_F(SessionTest, FilesThatDoNotFitAreRefusedAndChangeNothing) {
