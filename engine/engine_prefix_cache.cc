@@ -116,8 +116,7 @@ void Engine::ReleaseFinished(Sequence& seq, FinishReason reason) {
   }
   // The state holds the prompt and the generated tokens it has consumed (the last one picked
   // may not have been fed).
-  std::vector<int32_t> history = seq.request.prompt;
-  history.insert(history.end(), seq.generated.begin(), seq.generated.end());
+  std::vector<int32_t> history = seq.history();
   if (seq.position > static_cast<int64_t>(history.size())) {
     memory_.Release(seq.memory);
     return;

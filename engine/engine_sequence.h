@@ -40,6 +40,13 @@ struct Engine::Sequence {
   RequestEvent pending;  // tokens of this step, sent once the step is over
 
   bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
+  // Its prompt and every token it generated: its state holds the first `position` of them (the
+  // last one picked may not have been fed yet).
+  std::vector<int32_t> history() const {
+    std::vector<int32_t> all = request.prompt;
+    all.insert(all.end(), generated.begin(), generated.end());
+    return all;
+  }
 };
 
 }  // namespace ridge

@@ -156,8 +156,7 @@ void Engine::LeaveSession(Sequence& seq, bool ended_normally) {
     if (session.node == nullptr) sessions_.erase(it);  // never saved
     return;
   }
-  std::vector<int32_t> history = seq.request.prompt;
-  history.insert(history.end(), seq.generated.begin(), seq.generated.end());
+  std::vector<int32_t> history = seq.history();
   // A length finish leaves the last picked token unfed, and an EOS or stop token is never in
   // `generated`: the session keeps them, to be fed first.
   const int64_t consumed = std::min<int64_t>(seq.position, static_cast<int64_t>(history.size()));

@@ -192,18 +192,20 @@ bool PrefixCache::pinned(const Node* node) { return node->pins > 0; }
 
 int64_t PrefixCache::evictable() const { return size() - locked_or_pinned_; }
 
-void PrefixCache::ForEachEvictableBlock(const std::function<void(int32_t)>& visit) const {
+void PrefixCache::ForEachBlockOf(bool (*wanted)(const Node&),
+                                 const std::function<void(int32_t)>& visit) const {
   for (const auto& [age, node] : by_age_) {
-    if (node->held()) continue;
+    if (!wanted(*node)) continue;
     for (int32_t block : node->snapshot->blocks) visit(block);
   }
 }
 
+void PrefixCache::ForEachEvictableBlock(const std::function<void(int32_t)>& visit) const {
+  ForEachBlockOf([](const Node& node) { return !node.held(); }, visit);
+}
+
 void PrefixCache::ForEachPinnedBlock(const std::function<void(int32_t)>& visit) const {
-  for (const auto& [age, node] : by_age_) {
-    if (node->pins == 0) continue;
-    for (int32_t block : node->snapshot->blocks) visit(block);
-  }
+  ForEachBlockOf([](const Node& node) { return node.pins > 0; }, visit);
 }
 
 }  // namespace ridge

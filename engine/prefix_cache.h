@@ -83,6 +83,7 @@ class PrefixCache {
 
  private:
   Node* Root(std::string_view space, bool create) const;
+  void ForEachBlockOf(bool (*wanted)(const Node&), const std::function<void(int32_t)>& visit) const;
   void Prune(Node* node);
 
   mutable std::map<std::string, std::unique_ptr<Node>, std::less<>> roots_;
