@@ -27,7 +27,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git python3
   libabsl-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  prometheus-cpp-dev libcpp-httplib-dev libssl-dev
+  prometheus-cpp-dev libmicrohttpd-dev libgnutls28-dev libssl-dev
+  libcpp-httplib-dev  # the tests' HTTP(S) client
   libopenblas-openmp-dev libpcre2-dev libicu-dev liblzma-dev
   libgtest-dev libgmock-dev
   prometheus  # promtool: checks of the metrics exposition and of deploy/'s Prometheus files

@@ -19,7 +19,7 @@ status=0
 for test in tests/unit/engine_test tests/unit/hybrid_engine_test tests/unit/prefix_cache_engine_test \
   tests/unit/session_test \
   tests/unit/event_delivery_test \
-  tests/server/http_server_test; do
+  tests/server/http_server_test tests/server/http_transport_test; do
   echo "== ThreadSanitizer: $test"
   "build-tsan/$test" --gtest_brief=1 || status=1
 done

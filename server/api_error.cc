@@ -119,4 +119,17 @@ nlohmann::ordered_json ErrorBody(const absl::Status& status) {
   return {{"error", std::move(error)}};
 }
 
+HttpReply JsonReply(int status, const nlohmann::ordered_json& body) {
+  HttpReply reply;
+  reply.status = status;
+  reply.body = body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return reply;
+}
+
+HttpReply ErrorReply(const absl::Status& status) {
+  HttpReply reply = JsonReply(HttpStatusFor(status), ErrorBody(status));
+  if (reply.status == 429 || reply.status == 503) reply.headers.emplace_back("Retry-After", "1");
+  return reply;
+}
+
 }  // namespace ridge

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "server/http_types.h"
 
 namespace ridge {
 
@@ -31,5 +32,10 @@ int HttpStatusFor(const absl::Status& status);
 
 // {"error": {"message", "type", "param", "code"}} as OpenAI sends it (keys in that order).
 nlohmann::ordered_json ErrorBody(const absl::Status& status);
+
+// A JSON reply: `body` dumped (invalid UTF-8 replaced), with `status`.
+HttpReply JsonReply(int status, const nlohmann::ordered_json& body);
+// The error reply of `status`: its HTTP status, ErrorBody, and Retry-After on 429 and 503.
+HttpReply ErrorReply(const absl::Status& status);
 
 }  // namespace ridge

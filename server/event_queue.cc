@@ -8,6 +8,7 @@ void EventQueue::OnEvent(RequestEvent event) {
     events_.push_back(std::move(event));
   }
   ready_.notify_one();
+  if (wake_) wake_();
 }
 
 std::vector<RequestEvent> EventQueue::Wait(std::chrono::milliseconds timeout) {

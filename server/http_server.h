@@ -1,11 +1,17 @@
-// The HTTP front door (cpp-httplib): OpenAI-compatible /v1/completions, /v1/chat/completions
-// and /v1/models, plus /health (liveness), /ready (loaded and admitting) and /metrics.
+// The HTTP front door: OpenAI-compatible /v1/completions, /v1/chat/completions and /v1/models,
+// /tokenize and /detokenize, the session routes, plus /health (liveness), /ready (loaded and
+// admitting) and /metrics; API keys; served by the event-driven HttpTransport. The probes and
+// /v1/models are answered on the event threads, so no amount of generation traffic (or of slow
+// connections) keeps them from answering.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,16 +19,13 @@
 #include "server/active_requests.h"
 #include "server/api_keys.h"
 #include "server/generation_backend.h"
+#include "server/http_transport.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
 #include "server/tls_options.h"
 #include "server/tokenize_handler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace ridge {
 
@@ -33,8 +36,14 @@ struct HttpServerOptions {
   RequestLimits limits;          // vocabulary, token and solver limits for request validation
   SolverOptions default_solver;  // fills in solver_tolerance / solver_max_iterations
   int64_t max_prompt_tokens = 1 << 20;  // longer prompts: 413
-  int worker_threads = 64;  // concurrent connections served (a stream holds one for its life)
-  int64_t created = 0;      // unix time reported by /v1/models
+  // Threads for routes that parse, tokenize or touch the disk (a stream holds none), and the
+  // connection limits and time-outs (server/http_transport.h).
+  int worker_threads = 16;
+  int event_threads = 2;
+  int max_connections = 16384;
+  int max_connections_per_client = 0;
+  int idle_timeout_seconds = 60;
+  int64_t created = 0;  // unix time reported by /v1/models
   // Keys the generation routes (/v1/...) and, unless open_metrics, /metrics require
   // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.
   ApiKeys api_keys = {};
@@ -62,29 +71,37 @@ class HttpServer {
   // /ready answers 200 only when ready and not draining; draining also refuses new generation
   // requests with 503.
   void SetReady(bool ready) { ready_ = ready; }
-  void StartDrain() { draining_ = true; }
+  void StartDrain();
   bool accepting() const { return ready_ && !draining_; }
   // Cancels every request still being answered (the drain period is over).
-  void CancelAll() { cancel_all_ = true; }
+  void CancelAll();
   // Waits until no response is still being written; true when that happened before `deadline`.
   bool WaitForActiveRequests(std::chrono::steady_clock::time_point deadline) {
     return active_.WaitIdle(deadline);
   }
 
  private:
+  struct Route {
+    std::string method;
+    bool on_worker = true;
+    HttpRoute::Handler handler;
+  };
   void RegisterRoutes();
+  HttpRoute RouteFor(const HttpRequest& head) const;
 
   GenerationBackend* backend_;
   PrometheusMetrics* metrics_;
   HttpServerOptions options_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
-  std::atomic<bool> cancel_all_{false};
-  int listen_fd_ = -1;  // the listening socket, to raise cpp-httplib's backlog of 5
   ActiveRequests active_;
   std::unique_ptr<OpenAiHandler> openai_;
-  TokenizeContext tokenize_;  // /tokenize and /detokenize
-  std::unique_ptr<httplib::Server> server_;
+  TokenizeContext tokenize_;             // /tokenize and /detokenize
+  std::map<std::string, Route> routes_;  // by path (the session routes aside)
+  std::unique_ptr<HttpTransport> transport_;
+  std::mutex run_mutex_;
+  std::condition_variable stopped_;
+  bool stop_requested_ = false;
 };
 
 }  // namespace ridge

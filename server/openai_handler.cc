@@ -1,9 +1,8 @@
 #include "server/openai_handler.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <ctime>
+#include <mutex>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -26,12 +25,6 @@ using json = nlohmann::ordered_json;
 // Turn starts of a chat prompt where its state is kept: the last three (the history before the
 // last user message, the answer before it and the message before that).
 constexpr int kTurnSnapshots = 3;
-
-constexpr auto kPoll = std::chrono::milliseconds(100);
-
-std::string Dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const HttpServerOptions& server,
                                         const Tokenizer* tokenizer) {
@@ -64,15 +57,13 @@ std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
 
 OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokenizer,
                              const ChatTemplate* chat_template, PrometheusMetrics* metrics,
-                             const HttpServerOptions* options, ActiveRequests* active,
-                             const std::atomic<bool>* cancel_all)
+                             const HttpServerOptions* options, ActiveRequests* active)
     : backend_(backend),
       tokenizer_(tokenizer),
       chat_template_(chat_template),
       metrics_(metrics),
       options_(options),
-      active_(active),
-      cancel_all_(cancel_all) {
+      active_(active) {
   if (chat_template_ != nullptr && tokenizer_ != nullptr) {
     turn_start_ = FindTurnStartToken(*chat_template_, *tokenizer_);
   }
@@ -178,22 +169,79 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
   return p;
 }
 
-void OpenAiHandler::Fail(const absl::Status& status, httplib::Response& response) const {
-  response.status = HttpStatusFor(status);
-  if (response.status == 429 || response.status == 503) response.set_header("Retry-After", "1");
-  response.set_content(Dump(ErrorBody(status)), "application/json");
+namespace {
+
+CancelReason ReasonFor(HttpAbandon why) {
+  return why == HttpAbandon::kShutdown ? CancelReason::kShutdown : CancelReason::kClient;
 }
 
-void OpenAiHandler::Handle(ApiKind kind, const httplib::Request& request,
-                           httplib::Response& response) {
+// The answer of a non-streaming request: one body once every choice has finished.
+class UnaryAnswer final : public PendingReply {
+ public:
+  UnaryAnswer(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
+              ActiveRequests* active)
+      : choices_(std::move(choices)), queue_(std::move(queue)), guard_(active) {}
+
+  std::optional<HttpReply> Poll() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const RequestEvent& event : queue_->Take()) choices_->ConsumeUnary(event);
+    if (!choices_->finished()) return std::nullopt;
+    if (!choices_->status().ok()) return ErrorReply(choices_->status());
+    return JsonReply(200, choices_->UnaryBody());
+  }
+  void Abandon(HttpAbandon why) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (choices_->finished()) return;
+    Log(LogLevel::kDebug, why == HttpAbandon::kShutdown ? "shutting down" : "client gone",
+        ": cancelling its requests");
+    choices_->Cancel(ReasonFor(why));
+  }
+
+ private:
+  std::mutex mutex_;  // Poll (an event thread) against Abandon (the transport's monitor)
+  std::shared_ptr<ChoiceSet> choices_;
+  std::shared_ptr<EventQueue> queue_;
+  ActiveRequests::Guard guard_;
+};
+
+// The answer of a streaming request: server-sent events as the tokens come, then [DONE].
+class StreamedAnswer final : public StreamBody {
+ public:
+  StreamedAnswer(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
+                 ActiveRequests* active)
+      : choices_(std::move(choices)), queue_(std::move(queue)), guard_(active) {}
+
+  bool Read(std::string* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!choices_->done()) out->append(choices_->StreamBytes(queue_->Take()));
+    return !choices_->done();
+  }
+  void Abandon(HttpAbandon why) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (choices_->finished()) return;
+    Log(LogLevel::kDebug, "stream closed early: cancelling its requests");
+    choices_->Cancel(ReasonFor(why));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<ChoiceSet> choices_;
+  std::shared_ptr<EventQueue> queue_;
+  ActiveRequests::Guard guard_;
+};
+
+}  // namespace
+
+HttpResult OpenAiHandler::Handle(ApiKind kind, const HttpRequest& request, const HttpWake& wake) {
   auto prepared = Prepare(kind, request.body);
   if (!prepared.ok()) {
     if (metrics_ != nullptr) metrics_->OnRejected(prepared.status());
     Log(LogLevel::kDebug, request.path, ": rejected: ", prepared.status().ToString());
-    return Fail(prepared.status(), response);
+    return ErrorReply(prepared.status());
   }
-  // n choices are n engine requests, seeds offset by the choice's index, on one event queue.
-  auto queue = std::make_shared<EventQueue>();
+  // n choices are n engine requests, seeds offset by the choice's index, on one event queue
+  // that wakes the connection on each event.
+  auto queue = std::make_shared<EventQueue>(wake);
   std::vector<RequestId> ids;
   for (int32_t i = 0; i < prepared->api.n; ++i) {
     EngineRequest engine = prepared->engine;
@@ -203,7 +251,7 @@ void OpenAiHandler::Handle(ApiKind kind, const httplib::Request& request,
     if (!id.ok()) {
       for (RequestId submitted : ids) backend_->Cancel(submitted);
       Log(LogLevel::kDebug, request.path, ": engine refused: ", id.status().ToString());
-      return Fail(WithParamFromMessage(id.status()), response);
+      return ErrorReply(WithParamFromMessage(id.status()));
     }
     ids.push_back(*id);
   }
@@ -215,81 +263,15 @@ void OpenAiHandler::Handle(ApiKind kind, const httplib::Request& request,
   choices->include_usage = prepared->api.include_usage;
   choices->wants_tokens =
       prepared->api.logprobs || prepared->api.return_token_ids || tokenizer_ == nullptr;
-  // A client that hangs up cancels its requests within a poll, also while its prompt is still
-  // being prefilled and nothing has been written to it.
-  ConnectionWatch watch(request.remote_addr, request.remote_port);
-  if (prepared->api.stream) {
-    Stream(std::move(choices), std::move(queue), std::move(watch), response);
-  } else {
-    Reply(*choices, *queue, watch, response);
+  HttpResult result;
+  if (!prepared->api.stream) {
+    result.pending = std::make_shared<UnaryAnswer>(std::move(choices), std::move(queue), active_);
+    return result;
   }
-}
-
-void OpenAiHandler::Reply(ChoiceSet& choices, EventQueue& queue, ConnectionWatch& watch,
-                          httplib::Response& response) {
-  ActiveRequests::Guard guard(active_);
-  bool client_gone = false;
-  while (!choices.finished()) {
-    if (cancel_all_->load()) choices.Cancel(CancelReason::kShutdown);
-    for (const RequestEvent& event : queue.Wait(kPoll)) choices.ConsumeUnary(event);
-    // Asked only of a request still running after a wait: one done at once never looks for its
-    // socket.
-    if (!client_gone && !choices.finished() && watch.ClientGone()) {
-      client_gone = true;
-      Log(LogLevel::kDebug, "client closed its connection: cancelling its requests");
-      choices.Cancel(CancelReason::kClient);
-    }
-  }
-  if (!choices.status().ok()) return Fail(choices.status(), response);
-  response.set_content(Dump(choices.UnaryBody()), "application/json");
-}
-
-// Everything a streaming response needs after the handler returns; owned by httplib's content
-// provider, so it lives until the response is done or the client is gone.
-struct OpenAiHandler::StreamState {
-  StreamState(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-              ConnectionWatch watch, ActiveRequests* active)
-      : choices(std::move(choices)),
-        queue(std::move(queue)),
-        watch(std::move(watch)),
-        guard(active) {}
-  std::shared_ptr<ChoiceSet> choices;
-  std::shared_ptr<EventQueue> queue;
-  ConnectionWatch watch;
-  ActiveRequests::Guard guard;
-};
-
-void OpenAiHandler::Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-                           ConnectionWatch watch, httplib::Response& response) {
-  auto state = std::make_shared<StreamState>(std::move(choices), std::move(queue), std::move(watch),
-                                             active_);
-  response.set_header("Cache-Control", "no-cache");
-  response.set_header("X-Accel-Buffering", "no");
-  response.set_chunked_content_provider(
-      "text/event-stream",
-      [state, cancel_all = cancel_all_](size_t /*offset*/, httplib::DataSink& sink) {
-        ChoiceSet& choices = *state->choices;
-        if (choices.done()) {
-          sink.done();
-          return true;
-        }
-        if (cancel_all->load()) choices.Cancel(CancelReason::kShutdown);
-        const std::string bytes = choices.StreamBytes(state->queue->Wait(kPoll));
-        // Nothing to write (a silent prefill), so no failed write can tell that the client is
-        // gone: ask its socket, and end the response if so (the releaser cancels).
-        if (bytes.empty() && !choices.done() && state->watch.ClientGone()) return false;
-        // A failed write means the client is gone: returning false ends the response, and the
-        // releaser cancels the engine requests.
-        if (!bytes.empty() && !sink.write(bytes.data(), bytes.size())) return false;
-        if (choices.done()) sink.done();
-        return true;
-      },
-      [state](bool /*success*/) {
-        if (!state->choices->finished()) {
-          Log(LogLevel::kDebug, "stream closed early: cancelling its requests");
-          state->choices->Cancel(CancelReason::kClient);
-        }
-      });
+  result.reply.content_type = "text/event-stream";
+  result.reply.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  result.stream = std::make_shared<StreamedAnswer>(std::move(choices), std::move(queue), active_);
+  return result;
 }
 
 }  // namespace ridge

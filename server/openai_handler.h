@@ -10,17 +10,12 @@
 #include "absl/status/statusor.h"
 #include "engine/request.h"
 #include "server/active_requests.h"
-#include "server/connection_watch.h"
 #include "server/generation_backend.h"
+#include "server/http_types.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace ridge {
 
@@ -31,10 +26,11 @@ class OpenAiHandler {
   // Everything must outlive the handler; `tokenizer`, `chat_template`, `metrics` may be null.
   OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokenizer,
                 const ChatTemplate* chat_template, PrometheusMetrics* metrics,
-                const HttpServerOptions* options, ActiveRequests* active,
-                const std::atomic<bool>* cancel_all);
+                const HttpServerOptions* options, ActiveRequests* active);
 
-  void Handle(ApiKind kind, const httplib::Request& request, httplib::Response& response);
+  // Validates and submits the request; the answer comes later (PendingReply, or a StreamBody
+  // with "stream": true), produced whenever `wake` has been called. Refusals are ready replies.
+  HttpResult Handle(ApiKind kind, const HttpRequest& request, const HttpWake& wake);
 
   // Body -> engine request; errors carry the param at fault (api_error.h).
   struct Prepared {
@@ -46,12 +42,6 @@ class OpenAiHandler {
 
  private:
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
-  struct StreamState;
-  void Reply(class ChoiceSet& choices, class EventQueue& queue, ConnectionWatch& watch,
-             httplib::Response& response);
-  void Stream(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-              ConnectionWatch watch, httplib::Response& response);
-  void Fail(const absl::Status& status, httplib::Response& response) const;
 
   GenerationBackend* backend_;
   const Tokenizer* tokenizer_;
@@ -62,7 +52,6 @@ class OpenAiHandler {
   PrometheusMetrics* metrics_;
   const HttpServerOptions* options_;
   ActiveRequests* active_;
-  const std::atomic<bool>* cancel_all_;  // set: cancel whatever is still running
 };
 
 }  // namespace ridge

@@ -144,6 +144,11 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                             .Help("Prefix-cache states evicted, least recently used first.")
                             .Register(*registry_)
                             .Add({})),
+      http_connections_(prometheus::BuildGauge()
+                            .Name("ridgeserve_http_connections")
+                            .Help("HTTP connections: open now (state=\"open\"), and the most "
+                                  "accepted at once (state=\"limit\").")
+                            .Register(*registry_)),
       batch_size_(AddHistogram(*registry_, "ridgeserve_batch_size",
                                "Sequences advanced by one engine step (prefill and decode).",
                                kBatchSizes)),
@@ -264,6 +269,11 @@ void PrometheusMetrics::SetMemory(int64_t slots_used, int64_t slots_total, int64
     return total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
   };
   memory_usage_.Set(std::max(share(slots_used, slots_total), share(blocks_used, blocks_total)));
+}
+
+void PrometheusMetrics::SetHttpConnections(int64_t open, int64_t limit) {
+  http_connections_.Add({{"state", "open"}}).Set(static_cast<double>(open));
+  http_connections_.Add({{"state", "limit"}}).Set(static_cast<double>(limit));
 }
 
 std::string PrometheusMetrics::Serialize() const {

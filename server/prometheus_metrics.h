@@ -37,6 +37,9 @@ class PrometheusMetrics final : public EngineObserver {
   // runs no more steps still shows freed slots).
   void SetSnapshot(const EngineSnapshot& snapshot);
 
+  // ridgeserve_http_connections{state="open"|"limit"} (called before each scrape).
+  void SetHttpConnections(int64_t open, int64_t limit);
+
   // The Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;
 
@@ -72,6 +75,7 @@ class PrometheusMetrics final : public EngineObserver {
   prometheus::Gauge& prefix_snapshots_;
   prometheus::Gauge& prefix_bytes_;
   prometheus::Counter& prefix_evictions_;
+  prometheus::Family<prometheus::Gauge>& http_connections_;
   prometheus::Histogram& batch_size_;
   prometheus::Family<prometheus::Histogram>& step_duration_;
   prometheus::Family<prometheus::Histogram>& solver_iterations_;

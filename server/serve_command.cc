@@ -55,8 +55,16 @@ then the process exits 0.
   --http-port N                HTTP port (default 8000; 0 picks a free port, logged at start)
   --grpc-port N                gRPC port on the same --host (0 picks a free port; default: no
                                gRPC server)
-  --http-threads N             connections served at once; a stream holds one for its whole
-                               life (default: slots + max-waiting + 16, at most 1024)
+  --http-threads N             threads that parse, tokenize and template requests (and
+                               read or write session files); a waiting or streaming answer
+                               holds none (default 16)
+  --http-max-connections N     HTTP connections open at once, streams included (default
+                               16384, within the descriptor limit); past it new ones are closed
+  --http-max-connections-per-client N
+                               the same per client address (default 0: no limit; behind a
+                               proxy every client shares its address)
+  --http-idle-timeout S        a connection with no traffic for S seconds is closed; an answer
+                               being produced does not time out (default 60)
   --device auto|cpu|cuda       where the model runs and its states live (default auto: the GPU
                                when this build has CUDA and one is present, else the CPU)
   --cuda-device N              which GPU with --device cuda or auto (default 0)
@@ -275,6 +283,7 @@ absl::Status Serve(int argc, char** argv) {
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
                 "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
                 "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
+  known.insert({"http-max-connections", "http-max-connections-per-client", "http-idle-timeout"});
   known.insert({"prefix-cache-memory", "no-prefix-cache", "session-dir"});
   known.insert({"chat-template", "reasoning-parser"});
   known.insert({"ssl-certfile", "ssl-keyfile", "ssl-ca-certs"});
@@ -346,14 +355,29 @@ absl::Status Serve(int argc, char** argv) {
         "open, /metrics ",
         http_options.open_metrics ? "open (--open-metrics)" : "needs a key too");
   }
-  ASSIGN_OR_RETURN(
-      const int64_t http_threads,
-      args.Int("http-threads", std::min<int64_t>(1024, engine_options.max_slots +
-                                                           engine_options.max_waiting + 16)));
-  if (http_threads < 1 || http_threads > 4096) {
-    return absl::InvalidArgumentError("--http-threads must be 1 to 4096");
+  ASSIGN_OR_RETURN(const int64_t http_threads, args.Int("http-threads", 16));
+  if (http_threads < 1 || http_threads > 1024) {
+    return absl::InvalidArgumentError("--http-threads must be 1 to 1024");
   }
   http_options.worker_threads = static_cast<int>(http_threads);
+  http_options.event_threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8);
+  ASSIGN_OR_RETURN(const int64_t max_connections, args.Int("http-max-connections", 16384));
+  ASSIGN_OR_RETURN(const int64_t per_client, args.Int("http-max-connections-per-client", 0));
+  ASSIGN_OR_RETURN(const int64_t idle_timeout, args.Int("http-idle-timeout", 60));
+  if (max_connections < 16 || max_connections > 1000000) {
+    return absl::InvalidArgumentError("--http-max-connections must be 16 to 1000000");
+  }
+  if (per_client < 0 || per_client > max_connections) {
+    return absl::InvalidArgumentError(
+        "--http-max-connections-per-client must be 0 (no limit) to --http-max-connections");
+  }
+  if (idle_timeout < 1 || idle_timeout > 86400) {
+    return absl::InvalidArgumentError("--http-idle-timeout must be 1 to 86400 seconds");
+  }
+  http_options.max_connections = static_cast<int>(max_connections);
+  http_options.max_connections_per_client = static_cast<int>(per_client);
+  http_options.idle_timeout_seconds = static_cast<int>(idle_timeout);
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> model_backend,
                    CreateBackendFromFlags(

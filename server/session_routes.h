@@ -5,14 +5,16 @@
 // another model or backend, 413 past the model's context, 422 a damaged file, 429 no room).
 #pragma once
 
-#include "server/generation_backend.h"
+#include <string>
 
-namespace httplib {
-class Server;
-}
+#include "server/generation_backend.h"
+#include "server/http_transport.h"
 
 namespace ridge {
 
-void RegisterSessionRoutes(httplib::Server& server, GenerationBackend* backend);
+// The session route `method path` names, or a route without a handler when there is none: then
+// `*allowed` is the method the path takes (a wrong method), or empty (no such path).
+HttpRoute::Handler SessionRoute(GenerationBackend* backend, const std::string& method,
+                                const std::string& path, std::string* allowed);
 
 }  // namespace ridge
