@@ -176,6 +176,7 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                                "tolerance, by phase.")
                          .Register(*registry_)) {
   // Create every labelled series up front so a scrape shows them before the first request.
+  SetHttpConnections(0, 0);
   for (const char* status : {"ok", "cancelled", "deadline_exceeded", "resource_exhausted"}) {
     requests_total_.Add({{"status", status}});
   }

@@ -28,6 +28,7 @@ inline constexpr const char* kDocumentedMetricNames[] = {
     "ridgeserve_prefix_cache_hit_tokens_total",
     "ridgeserve_prefix_cache_snapshots",
     "ridgeserve_prefix_cache_bytes",
-    "ridgeserve_prefix_cache_evictions_total"};
+    "ridgeserve_prefix_cache_evictions_total",
+    "ridgeserve_http_connections"};
 
 }  // namespace ridge::testing

@@ -2,7 +2,7 @@
 Grafana scraping ridgeserve): requests and errors by status, latency percentiles, tokens/s,
 running and waiting requests, slots, KV blocks and memory use, solver iterations by phase and
 layer type (a heatmap), capped solves, preemptions, and the prefix cache (hit rate, what it
-holds, evictions). The JSON is committed; tests/deploy checks
+holds, evictions) and open HTTP connections. The JSON is committed; tests/deploy checks
 it is what this script writes and that every metric it names is exported.
 
     python3 deploy/compose/grafana/make_dashboard.py
@@ -99,6 +99,11 @@ def dashboard():
                                          {"id": "custom.axisPlacement", "value": "right"}]}]),
         panel("Prefix cache evictions per second",
               ["sum(rate(ridgeserve_prefix_cache_evictions_total[5m]))"], 0, 72),
+        # Sockets (streams and idle keep-alive ones) against --http-max-connections.
+        panel("HTTP connections",
+              ['sum(ridgeserve_http_connections{state="open"})',
+               'sum(ridgeserve_http_connections{state="limit"})'],
+              12, 72, legends=["open", "limit"]),
     ]
     for i, p in enumerate(panels):
         p["id"] = i + 1
