@@ -2,8 +2,8 @@
 # Packs the GPU test and benchmark binaries and the server built here (build/) with the shared
 # libraries they need beyond the C/C++ runtime and CUDA (abseil, OpenBLAS, gRPC, protobuf, ICU,
 # prometheus-cpp, ...; the GPU machine's image lacks them), into .gpu/bundle.tar.xz (ignored by
-# git), for the device tool to carry. cuBLAS, the CUDA runtime and libc/libstdc++ are the
-# machine's.
+# git), for the device tool to carry. cuBLAS, the CUDA runtime, libc/libstdc++ and OpenSSL 3
+# (libssl.so.3, libcrypto.so.3: its Python has them) are the machine's.
 #
 #   cmake --build build --target cuda_backend_test cuda_bench && tools/gpu/make_device_bundle.sh
 #
@@ -22,14 +22,17 @@ if (($# > 0)); then binaries=("$@"); fi
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib"
 cp "${binaries[@]}" "$stage/bin/"
+# Symbol tables are not needed there; stripped and at xz's strongest preset the bundle leaves
+# more of the device tool's 64 MiB to the repository.
+strip --strip-unneeded "$stage"/bin/*
 for b in "${binaries[@]}"; do
   ldd "$b" | awk '/=>/ {print $3}' |
-    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcublas|libcublasLt|libcudart)\.so' \
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcublas|libcublasLt|libcudart|libssl|libcrypto)\.so' \
       >>"$stage/libs.txt" || true
 done
 sort -u "$stage/libs.txt" | xargs -I{} cp -L {} "$stage/lib/"
 mkdir -p .gpu
-tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib
+XZ_OPT=-9e tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib
 rm -rf "$stage"
 xz -t .gpu/bundle.tar.xz  # a truncated bundle (seen once here) fails now, not on the GPU machine
 ls -la .gpu/bundle.tar.xz
