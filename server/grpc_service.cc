@@ -8,6 +8,10 @@
 // the request's final event, which the engine delivers exactly once). It deletes itself when both
 // are gone, so neither side can touch a dead object. gRPC operations (StartWrite, Finish) and
 // Engine::Cancel are issued after the mutex is released, in case either reacts inline.
+//
+// Every method is registered raw (bytes in, bytes out) and parses its request itself: gRPC's
+// callback API answers a request that does not parse with UNIMPLEMENTED and no message, where
+// the client deserves INVALID_ARGUMENT saying what is wrong.
 #include "server/grpc_service.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -24,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/logging.h"
+#include "google/protobuf/stubs/logging.h"
 #include "ridgeserve/v1/generation.grpc.pb.h"
 #include "server/grpc_conversion.h"
 
@@ -38,13 +43,49 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+// A request's bytes as message `M`; INVALID_ARGUMENT naming the message when they are not one
+// (truncated, a wrong wire type, a string field that is not UTF-8).
+template <typename M>
+absl::StatusOr<M> ParseRaw(const grpc::ByteBuffer& bytes) {
+  std::vector<grpc::Slice> slices;
+  std::string flat;
+  if (bytes.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices)
+      flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  M message;
+  if (!message.ParseFromString(flat)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid ", M::descriptor()->full_name(), " (", flat.size(),
+        " bytes that do not parse as its protobuf wire format, or a string field that is not "
+        "UTF-8); build the client from proto/ridgeserve/v1/generation.proto"));
+  }
+  return message;
+}
+
+void SerializeRaw(const google::protobuf::MessageLite& message, grpc::ByteBuffer* out) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes);
+  *out = grpc::ByteBuffer(&slice, 1);
+}
+
+// Protobuf logs each string field that is not UTF-8 as an error on stderr: a client could fill
+// the log. Its messages go to ours at debug level (the caller gets INVALID_ARGUMENT anyway).
+void RouteProtobufLogs() {
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel level, const char* file, int line, const std::string& text) {
+        Log(level == google::protobuf::LOGLEVEL_FATAL ? LogLevel::kError : LogLevel::kDebug,
+            "protobuf (", file, ":", line, "): ", text);
+      });
+}
+
 // What a call decided under its mutex, done after releasing it.
 struct Actions {
   std::optional<RequestId> cancel;  // Engine::Cancel
   CancelReason cancel_reason = CancelReason::kClient;
-  const v1::GenerateResponse* write = nullptr;  // StartWrite (streams)
-  std::optional<grpc::Status> finish;           // Finish
-  bool destroy = false;                         // last reference gone
+  const grpc::ByteBuffer* write = nullptr;  // StartWrite (streams)
+  std::optional<grpc::Status> finish;       // Finish
+  bool destroy = false;                     // last reference gone
 };
 
 // State shared by the unary and the streaming call.
@@ -82,7 +123,7 @@ class CallBase {
 
   // With mu_ held and the RPC not finished: decide writes / Finish for what is pending.
   virtual void OnContentLocked(Actions* actions) = 0;
-  virtual void DoWrite(const v1::GenerateResponse* message) = 0;
+  virtual void DoWrite(const grpc::ByteBuffer* message) = 0;
   virtual void DoFinish(const grpc::Status& status) = 0;
   virtual bool WritingLocked() const { return false; }
 
@@ -171,7 +212,7 @@ void CallBase::Submit(EngineRequest request, std::function<void(const grpc::Stat
 class UnaryCall final : public grpc::ServerUnaryReactor, public CallBase {
  public:
   UnaryCall(Engine* engine, ParsedGenerateRequest parsed, const Tokenizer* tokenizer,
-            v1::GenerateResponse* response)
+            grpc::ByteBuffer* response)
       : CallBase(engine, GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens,
                                              std::move(parsed.stop))),
         response_(response) {
@@ -184,18 +225,18 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public CallBase {
  private:
   void OnContentLocked(Actions* actions) override {
     if (!final_ready_) return;
-    *response_ = std::move(pending_);
+    SerializeRaw(pending_, response_);
     finish_called_ = true;
     actions->finish = final_status_;
   }
-  void DoWrite(const v1::GenerateResponse*) override { RIDGE_CHECK(false); }
+  void DoWrite(const grpc::ByteBuffer*) override { RIDGE_CHECK(false); }
   void DoFinish(const grpc::Status& status) override { Finish(status); }
 
-  v1::GenerateResponse* response_;
+  grpc::ByteBuffer* response_;
 };
 
 // GenerateStream: one message per batch of events, one write in flight.
-class StreamCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>, public CallBase {
+class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>, public CallBase {
  public:
   StreamCall(Engine* engine, ParsedGenerateRequest parsed, const Tokenizer* tokenizer)
       : CallBase(engine, GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens,
@@ -232,24 +273,36 @@ class StreamCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>, 
   void OnContentLocked(Actions* actions) override {
     if (writing_ || cancelled_) return;
     if (!HasContent(pending_) && !final_ready_) return;
-    in_flight_ = std::move(pending_);
+    SerializeRaw(pending_, &in_flight_);
     pending_.Clear();
     writing_ = true;
     wrote_final_ = final_ready_;
     actions->write = &in_flight_;
   }
-  void DoWrite(const v1::GenerateResponse* message) override { StartWrite(message); }
+  void DoWrite(const grpc::ByteBuffer* message) override { StartWrite(message); }
   bool WritingLocked() const override { return writing_; }
   void DoFinish(const grpc::Status& status) override { Finish(status); }
 
-  v1::GenerateResponse in_flight_;  // owned by the write in flight
+  grpc::ByteBuffer in_flight_;  // owned by the write in flight
   bool writing_ = false;
   bool wrote_final_ = false;
 };
 
+// Every method raw (see the top of this file).
+using RawGenerationService = v1::Generation::WithRawCallbackMethod_Generate<
+    v1::Generation::WithRawCallbackMethod_GenerateStream<
+        v1::Generation::WithRawCallbackMethod_Tokenize<
+            v1::Generation::WithRawCallbackMethod_Detokenize<
+                v1::Generation::WithRawCallbackMethod_GetModelInfo<
+                    v1::Generation::WithRawCallbackMethod_ListSessions<
+                        v1::Generation::WithRawCallbackMethod_DeleteSession<
+                            v1::Generation::WithRawCallbackMethod_SaveSession<
+                                v1::Generation::WithRawCallbackMethod_LoadSession<
+                                    v1::Generation::Service>>>>>>>>>;
+
 }  // namespace
 
-struct GrpcServer::Service final : public v1::Generation::CallbackService {
+struct GrpcServer::Service final : public RawGenerationService {
   Service(Engine* engine, ServedModel model, ApiKeys keys)
       : engine(engine), model(std::move(model)), keys(std::move(keys)) {}
 
@@ -266,23 +319,34 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
         "a valid API key is required: send it as 'authorization: Bearer <key>' metadata");
   }
 
+  // The key checked, then the request parsed: a GenerateRequest ready for the engine.
+  absl::StatusOr<ParsedGenerateRequest> Admit(const grpc::CallbackServerContext& context,
+                                              const grpc::ByteBuffer& bytes) const {
+    if (absl::Status auth = Authorize(context); !auth.ok()) return auth;
+    absl::StatusOr<v1::GenerateRequest> request = ParseRaw<v1::GenerateRequest>(bytes);
+    if (!request.ok()) return request.status();
+    absl::StatusOr<ParsedGenerateRequest> parsed = ParseGenerateRequest(*request, model);
+    if (parsed.ok()) {
+      parsed->engine.deadline = ToSteadyDeadline(
+          context.deadline(), std::chrono::system_clock::now(), std::chrono::steady_clock::now());
+    }
+    return parsed;
+  }
+
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
-                                     const v1::GenerateRequest* request,
-                                     v1::GenerateResponse* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    absl::StatusOr<ParsedGenerateRequest> parsed = Parse(*request, *context);
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override {
+    absl::StatusOr<ParsedGenerateRequest> parsed = Admit(*context, *request);
     if (!parsed.ok()) return FinishNow(context, parsed.status());
     return new UnaryCall(engine, *std::move(parsed), model.tokenizer, response);
   }
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* GenerateStream(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override {
-    const absl::Status auth = Authorize(*context);
-    absl::StatusOr<ParsedGenerateRequest> parsed =
-        auth.ok() ? Parse(*request, *context) : absl::StatusOr<ParsedGenerateRequest>(auth);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateStream(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override {
+    absl::StatusOr<ParsedGenerateRequest> parsed = Admit(*context, *request);
     if (!parsed.ok()) {
       // A reactor that finishes at once.
-      class Failed final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+      class Failed final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
        public:
         explicit Failed(const grpc::Status& s) { Finish(s); }
         void OnDone() override { delete this; }
@@ -293,75 +357,117 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
   }
 
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    if (model.tokenizer == nullptr) return FinishNow(context, NoTokenizer("Tokenize"));
-    absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(
-        request->text(), request->has_add_special_tokens() ? request->add_special_tokens() : true);
-    if (!ids.ok()) return FinishNow(context, ids.status());
-    response->mutable_token_ids()->Assign(ids->begin(), ids->end());
-    return FinishNow(context, absl::OkStatus());
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override {
+    return Unary<v1::TokenizeRequest, v1::TokenizeResponse>(
+        context, request, response,
+        [this](const v1::TokenizeRequest& in, v1::TokenizeResponse* out) -> absl::Status {
+          if (model.tokenizer == nullptr) return NoTokenizer("Tokenize");
+          absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(
+              in.text(), in.has_add_special_tokens() ? in.add_special_tokens() : true);
+          if (!ids.ok()) return ids.status();
+          out->mutable_token_ids()->Assign(ids->begin(), ids->end());
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
-                                       const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    if (model.tokenizer == nullptr) return FinishNow(context, NoTokenizer("Detokenize"));
-    const std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
-    absl::StatusOr<std::string> text = model.tokenizer->Decode(
-        ids, request->has_skip_special_tokens() ? request->skip_special_tokens() : true);
-    if (!text.ok()) return FinishNow(context, text.status());
-    response->set_text(*std::move(text));
-    return FinishNow(context, absl::OkStatus());
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override {
+    return Unary<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+        context, request, response,
+        [this](const v1::DetokenizeRequest& in, v1::DetokenizeResponse* out) -> absl::Status {
+          if (model.tokenizer == nullptr) return NoTokenizer("Detokenize");
+          const std::vector<int32_t> ids(in.token_ids().begin(), in.token_ids().end());
+          absl::StatusOr<std::string> text = model.tokenizer->Decode(
+              ids, in.has_skip_special_tokens() ? in.skip_special_tokens() : true);
+          if (!text.ok()) return text.status();
+          out->set_text(*std::move(text));
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest*,
-                                         v1::ModelInfo* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    FillModelInfo(model, engine->spec(), engine->memory(), response);
-    return FinishNow(context, absl::OkStatus());
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override {
+    return Unary<v1::GetModelInfoRequest, v1::ModelInfo>(
+        context, request, response, [this](const v1::GetModelInfoRequest&, v1::ModelInfo* out) {
+          FillModelInfo(model, engine->spec(), engine->memory(), out);
+          return absl::OkStatus();
+        });
   }
 
+  // Session calls wait for the engine thread and may read or write large files: they run on a
+  // thread of their own, not on gRPC's callback threads (`later`).
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
-                                         const v1::ListSessionsRequest*,
-                                         v1::ListSessionsResponse* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    return FinishLater(context, [this, response] {
-      for (const SessionInfo& s : engine->ListSessions()) ToProto(s, response->add_sessions());
-      return absl::OkStatus();
-    });
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override {
+    return Unary<v1::ListSessionsRequest, v1::ListSessionsResponse>(
+        context, request, response,
+        [this](const v1::ListSessionsRequest&, v1::ListSessionsResponse* out) {
+          for (const SessionInfo& s : engine->ListSessions()) ToProto(s, out->add_sessions());
+          return absl::OkStatus();
+        },
+        /*later=*/true);
   }
 
   grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
-                                          const v1::SessionRequest* request,
-                                          v1::SessionInfo* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    return FinishLater(context, [this, request, response] {
-      const absl::Status status = engine->DeleteSession(request->id());
-      if (status.ok()) response->set_id(request->id());
-      return status;
-    });
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override {
+    return Unary<v1::SessionRequest, v1::SessionInfo>(
+        context, request, response,
+        [this](const v1::SessionRequest& in, v1::SessionInfo* out) {
+          const absl::Status status = engine->DeleteSession(in.id());
+          if (status.ok()) out->set_id(in.id());
+          return status;
+        },
+        /*later=*/true);
   }
 
   grpc::ServerUnaryReactor* SaveSession(grpc::CallbackServerContext* context,
-                                        const v1::SessionRequest* request,
-                                        v1::SessionInfo* response) override {
-    if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    return FinishLater(context, [this, request, response] {
-      return Fill(engine->SaveSessionToDisk(request->id()), response);
-    });
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override {
+    return Unary<v1::SessionRequest, v1::SessionInfo>(
+        context, request, response,
+        [this](const v1::SessionRequest& in, v1::SessionInfo* out) {
+          return Fill(engine->SaveSessionToDisk(in.id()), out);
+        },
+        /*later=*/true);
   }
 
   grpc::ServerUnaryReactor* LoadSession(grpc::CallbackServerContext* context,
-                                        const v1::SessionRequest* request,
-                                        v1::SessionInfo* response) override {
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override {
+    return Unary<v1::SessionRequest, v1::SessionInfo>(
+        context, request, response,
+        [this](const v1::SessionRequest& in, v1::SessionInfo* out) {
+          return Fill(engine->LoadSessionFromDisk(in.id()), out);
+        },
+        /*later=*/true);
+  }
+
+  // A unary method other than Generate: the key checked, the request parsed, `work` run (on a
+  // thread of its own when `later`), its response serialized and the call finished.
+  template <typename Request, typename Response, typename Work>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                  Work work, bool later = false) {
     if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-    return FinishLater(context, [this, request, response] {
-      return Fill(engine->LoadSessionFromDisk(request->id()), response);
-    });
+    absl::StatusOr<Request> parsed = ParseRaw<Request>(*request);
+    if (!parsed.ok()) return FinishNow(context, parsed.status());
+    auto run = [work = std::move(work), in = *std::move(parsed), response]() {
+      Response out;
+      const absl::Status status = work(in, &out);
+      if (status.ok()) SerializeRaw(out, response);
+      return status;
+    };
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (!later) {
+      reactor->Finish(ToGrpc(run()));
+    } else {
+      std::thread([reactor, run = std::move(run)] { reactor->Finish(ToGrpc(run())); }).detach();
+    }
+    return reactor;
   }
 
   static void ToProto(const SessionInfo& s, v1::SessionInfo* out) {
@@ -374,25 +480,6 @@ struct GrpcServer::Service final : public v1::Generation::CallbackService {
   static absl::Status Fill(const absl::StatusOr<SessionInfo>& result, v1::SessionInfo* response) {
     if (result.ok()) ToProto(*result, response);
     return result.status();
-  }
-
-  // Session calls wait for the engine thread and may read or write large files: they run on a
-  // thread of their own, not on gRPC's callback threads, and finish the call from there.
-  static grpc::ServerUnaryReactor* FinishLater(grpc::CallbackServerContext* context,
-                                               std::function<absl::Status()> work) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    std::thread([reactor, work = std::move(work)] { reactor->Finish(ToGrpc(work())); }).detach();
-    return reactor;
-  }
-
-  absl::StatusOr<ParsedGenerateRequest> Parse(const v1::GenerateRequest& request,
-                                              const grpc::CallbackServerContext& context) const {
-    absl::StatusOr<ParsedGenerateRequest> parsed = ParseGenerateRequest(request, model);
-    if (parsed.ok()) {
-      parsed->engine.deadline = ToSteadyDeadline(
-          context.deadline(), std::chrono::system_clock::now(), std::chrono::steady_clock::now());
-    }
-    return parsed;
   }
 
   absl::Status NoTokenizer(const char* method) const {
@@ -429,6 +516,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
       std::make_unique<Service>(engine, std::move(model), std::move(options.api_keys));
 
   // Process-wide switches; both must precede building the server.
+  RouteProtobufLogs();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 

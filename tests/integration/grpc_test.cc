@@ -324,16 +324,10 @@ TEST_F(GrpcServerTest, TokenizeDetokenizeAndModelInfo) {
             stack_->engine->options().default_solver.max_iterations);
 }
 
-// grpc.health.v1.Health/Check through the generic stub: HealthCheckRequest is field 1 (service
-// name), HealthCheckResponse is field 1 (status enum: 1 SERVING, 2 NOT_SERVING).
-int HealthStatus(grpc::Channel* channel, const std::string& service) {
+// `request` bytes to `method` through the generic stub: the status, and the answer's bytes.
+std::pair<grpc::Status, std::string> RawUnaryCall(grpc::Channel* channel, const std::string& method,
+                                                  const std::string& request) {
   grpc::GenericStub generic(channel->shared_from_this());
-  std::string request;
-  if (!service.empty()) {
-    request.push_back(0x0a);
-    request.push_back(static_cast<char>(service.size()));
-    request += service;
-  }
   grpc::Slice slice(request);
   grpc::ByteBuffer request_buffer(&slice, 1);
   grpc::ByteBuffer response_buffer;
@@ -342,8 +336,9 @@ int HealthStatus(grpc::Channel* channel, const std::string& service) {
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request_buffer,
-                    &response_buffer, [&](grpc::Status s) {
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  generic.UnaryCall(&context, method, grpc::StubOptions(), &request_buffer, &response_buffer,
+                    [&](grpc::Status s) {
                       std::lock_guard<std::mutex> lock(mu);
                       status = std::move(s);
                       done = true;
@@ -351,11 +346,25 @@ int HealthStatus(grpc::Channel* channel, const std::string& service) {
                     });
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
-  if (!status.ok()) return -static_cast<int>(status.error_code());
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(response_buffer.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && response_buffer.Dump(&slices).ok()) {
+    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return {status, bytes};
+}
+
+// grpc.health.v1.Health/Check: HealthCheckRequest is field 1 (service name), HealthCheckResponse
+// is field 1 (status enum: 1 SERVING, 2 NOT_SERVING).
+int HealthStatus(grpc::Channel* channel, const std::string& service) {
+  std::string request;
+  if (!service.empty()) {
+    request.push_back(0x0a);
+    request.push_back(static_cast<char>(service.size()));
+    request += service;
+  }
+  const auto [status, bytes] = RawUnaryCall(channel, "/grpc.health.v1.Health/Check", request);
+  if (!status.ok()) return -static_cast<int>(status.error_code());
   if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
   return bytes.empty() ? 0 : -100;
 }
@@ -403,6 +412,33 @@ TEST_F(GrpcServerTest, HealthCheck) {
   EXPECT_EQ(HealthStatus(channel, ""), 1);
   // An unknown service is NOT_FOUND.
   EXPECT_EQ(HealthStatus(channel, "no.such.Service"), -static_cast<int>(grpc::NOT_FOUND));
+}
+
+// Bytes that are no GenerateRequest (a truncated field, a wrong wire type, a string that is not
+// UTF-8) get INVALID_ARGUMENT saying so, from every method, streaming or not.
+TEST_F(GrpcServerTest, BytesThatDoNotParseAreInvalidArgumentWithAMessage) {
+  const std::string bad[] = {
+      std::string("\x0a\x05ab", 4),        // field 1 (prompt) declares 5 bytes, has 2
+      std::string("\x0f\x01", 2),          // field 1 with wire type 7 (none exists)
+      std::string("\x0a\x02\xff\xfe", 4),  // prompt text that is not UTF-8
+  };
+  for (const char* method :
+       {"/ridgeserve.v1.Generation/Generate", "/ridgeserve.v1.Generation/GenerateStream",
+        "/ridgeserve.v1.Generation/Tokenize"}) {
+    for (const std::string& bytes : bad) {
+      const auto [status, answer] = RawUnaryCall(stack_->channel.get(), method, bytes);
+      EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT)
+          << method << ": " << status.error_message();
+      EXPECT_NE(status.error_message().find("not a valid"), std::string::npos)
+          << method << ": " << status.error_message();
+    }
+  }
+  // The server goes on serving.
+  v1::TokenizeRequest request;
+  request.set_text("hello");
+  v1::TokenizeResponse response;
+  grpc::ClientContext context;
+  EXPECT_TRUE(stub().Tokenize(&context, request, &response).ok());
 }
 
 using testing::RunCommand;

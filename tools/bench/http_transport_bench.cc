@@ -213,10 +213,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (flag == "--streams") streams = value;
-    else if (flag == "--rounds") rounds = value;
-    else if (flag == "--bytes") bytes = value;
-    else if (flag == "--event-threads") event_threads = value;
+    if (flag == "--streams")
+      streams = value;
+    else if (flag == "--rounds")
+      rounds = value;
+    else if (flag == "--bytes")
+      bytes = value;
+    else if (flag == "--event-threads")
+      event_threads = value;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
