@@ -10,16 +10,24 @@ a bad body; 429/503 under overload; a deadline as 408/504 or a finish). At the e
 must be alive, back to zero running requests, waiting requests and used slots, its
 ridgeserve_requests_total must have grown by at least the engine requests the clients saw
 finish, and its resident memory must not have grown by more than --max-rss-growth after the
-warm-up.
+warm-up. A watcher asks /health every 0.5 s throughout: every probe must answer 200 within 2 s.
+Afterwards up to --replays finished completions (token-id answers) are sent again one at a time
+to the idle server, with the same seed: each must give the same token ids. On the CPU the server
+runs with OPENBLAS_CORETYPE=Sandybridge, whose kernels round a row the same whatever the batch
+(the default FMA kernels do not, so a request's logits would depend on what ran beside it); on a
+GPU (--server-args "--device cuda") batched arithmetic varies with the batch, so differences are
+reported, not counted as violations.
 
     python3 tools/soak/soak.py [--minutes 10] [--clients 24] [--model assets/default-model]
         [--server build/server/ridgeserve] [--grpc-client build/tools/client/ridge_grpc_client]
+        [--server-args "--device cuda"] [--replays 300]
 
 Prints a summary; exits 1 on any violation. Standard library only.
 """
 import argparse
 import http.client
 import json
+import os
 import random
 import re
 import subprocess
@@ -36,6 +44,8 @@ class Soak:
         self.outcomes = Counter()
         self.violations = []
         self.engine_finished = 0  # requests the clients saw end inside the engine
+        self.finished = []  # (body, token ids) of finished completions, for the replay
+        self.health = []  # (latency s, status) of the watcher's probes
         self.deadline = time.time() + args.minutes * 60
 
     def record(self, kind, outcome):
@@ -102,6 +112,10 @@ class Soak:
                          f"{usage['completion_tokens']}")
         if usage["completion_tokens"] > body["max_tokens"]:
             self.violate(f"{kind}: {usage['completion_tokens']} tokens > max_tokens")
+        if "token_ids" in choice:
+            with self.lock:
+                if len(self.finished) < 20 * self.args.replays:
+                    self.finished.append((body, choice["token_ids"]))
         self.record(kind, 200)
         self.count_engine()
 
@@ -221,6 +235,41 @@ class Soak:
                 self.violate(f"client {index}: {type(error).__name__}: {error}")
 
 
+def watch_health(soak, stop):
+    while not stop.wait(0.5):
+        start = time.time()
+        try:
+            conn = soak.connection(2)
+            conn.request("GET", "/health")
+            status = conn.getresponse().status
+            conn.close()
+        except OSError as error:
+            status = type(error).__name__
+        latency = time.time() - start
+        soak.health.append((latency, status))
+        if status != 200 or latency > 2:
+            soak.violate(f"/health: {status} after {latency:.2f} s")
+
+
+def replay(soak, must_match):
+    """Sends finished completions again, one at a time; returns (replayed, differing)."""
+    rng = random.Random(7)
+    picks = rng.sample(soak.finished, min(len(soak.finished), soak.args.replays))
+    differing = 0
+    for body, tokens in picks:
+        status, text = soak.post("/v1/completions", body)
+        if status != 200:
+            soak.violate(f"replay: HTTP {status}: {text[:200]!r}")
+            continue
+        again = json.loads(text)["choices"][0].get("token_ids")
+        if again != tokens:
+            differing += 1
+            if must_match:
+                soak.violate(f"replay: seed {body['seed']} gave {again[:8]}... now, "
+                             f"{tokens[:8]}... under load")
+    return len(picks), differing
+
+
 def metrics(port):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request("GET", "/metrics")
@@ -257,14 +306,20 @@ def main():
     parser.add_argument("--grpc-port", type=int, default=9141)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-rss-growth", type=float, default=0.25)
+    parser.add_argument("--server-args", default="", help="more flags for serve")
+    parser.add_argument("--replays", type=int, default=300)
     args = parser.parse_args()
     command = [args.server, "serve", "--model", args.model, "--http-port", str(args.http_port),
                "--host", "127.0.0.1", "--threads", str(args.threads), "--slots", "16",
-               "--max-waiting", "48", "--max-prompt-tokens", "2048"]
+               "--max-waiting", "48", "--max-prompt-tokens", "2048"] + args.server_args.split()
+    on_gpu = "cuda" in args.server_args
     if args.grpc_client:
         command += ["--grpc-port", str(args.grpc_port)]
     log = open("/tmp/ridge_soak_server.log", "w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    if not on_gpu:
+        env["OPENBLAS_CORETYPE"] = "Sandybridge"
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     for _ in range(600):
         try:
             conn = http.client.HTTPConnection("127.0.0.1", args.http_port, timeout=1)
@@ -279,6 +334,9 @@ def main():
     before = metrics(args.http_port)
     threads = [threading.Thread(target=soak.client, args=(i,)) for i in range(args.clients)]
     started = time.time()
+    stop_watch = threading.Event()
+    watcher = threading.Thread(target=watch_health, args=(soak, stop_watch))
+    watcher.start()
     for thread in threads:
         thread.start()
     samples = []
@@ -287,6 +345,8 @@ def main():
         samples.append((time.time() - started, rss_kib(server.pid)))
     for thread in threads:
         thread.join()
+    stop_watch.set()
+    watcher.join()
     # Dropped streams are cancelled within a step; give the engine a moment to settle.
     settled = None
     for _ in range(60):
@@ -303,6 +363,7 @@ def main():
     if counted < soak.engine_finished:
         soak.violate(f"ridgeserve_requests_total grew by {counted:.0f}, clients saw "
                      f"{soak.engine_finished} requests finish")
+    replayed, differing = replay(soak, must_match=not on_gpu)
     if server.poll() is not None:
         soak.violate(f"server exited with {server.returncode}")
     warm = [rss for t, rss in samples if t >= min(60, args.minutes * 60 / 4)]
@@ -320,6 +381,12 @@ def main():
           f"({counted:.0f} counted by the server)")
     for (kind, outcome), count in sorted(soak.outcomes.items(), key=str):
         print(f"  {kind:16s} {str(outcome):10s} {count}")
+    health = [latency for latency, _ in soak.health]
+    if health:
+        print(f"  /health watcher: {len(health)} probes, max {max(health) * 1000:.0f} ms, "
+              f"{sum(1 for _, st in soak.health if st != 200)} failed")
+    print(f"  replayed {replayed} finished completions alone: {replayed - differing} gave the "
+          f"same token ids" + (" (GPU: batch-variant arithmetic)" if on_gpu and differing else ""))
     if samples:
         print(f"  resident memory: {samples[0][1]} KiB at {samples[0][0]:.0f} s, "
               f"{max(r for _, r in samples)} KiB at most, {samples[-1][1]} KiB at the end "
