@@ -78,8 +78,8 @@ void HttpServer::RegisterRoutes() {
                          return ErrorReply(absl::UnavailableError(
                              draining_ ? "the server is draining" : "the model is not loaded yet"));
                        })};
-  // On a worker: the engine's snapshot takes its lock.
-  routes_["/metrics"] = {"GET", true, reply([this](const HttpRequest&) {
+  // Inline too: the engine's snapshot is a copy under a lock held for no longer than that.
+  routes_["/metrics"] = {"GET", false, reply([this](const HttpRequest&) {
                            if (metrics_ == nullptr) {
                              return ErrorReply(absl::NotFoundError("metrics are disabled"));
                            }

@@ -252,22 +252,27 @@ def watch_health(soak, stop):
 
 
 def replay(soak, must_match):
-    """Sends finished completions again, one at a time; returns (replayed, differing)."""
+    """Sends finished completions again, one at a time. Returns {"greedy"/"sampled": [replayed,
+    differing, positions of the first differing token]}."""
     rng = random.Random(7)
     picks = rng.sample(soak.finished, min(len(soak.finished), soak.args.replays))
-    differing = 0
+    out = {"greedy": [0, 0, []], "sampled": [0, 0, []]}
     for body, tokens in picks:
         status, text = soak.post("/v1/completions", body)
         if status != 200:
             soak.violate(f"replay: HTTP {status}: {text[:200]!r}")
             continue
         again = json.loads(text)["choices"][0].get("token_ids")
+        tally = out["greedy" if body["temperature"] == 0 else "sampled"]
+        tally[0] += 1
         if again != tokens:
-            differing += 1
+            tally[1] += 1
+            tally[2].append(next((i for i, (a, b) in enumerate(zip(again, tokens)) if a != b),
+                                 min(len(again), len(tokens))))
             if must_match:
                 soak.violate(f"replay: seed {body['seed']} gave {again[:8]}... now, "
                              f"{tokens[:8]}... under load")
-    return len(picks), differing
+    return out
 
 
 def metrics(port):
@@ -363,7 +368,7 @@ def main():
     if counted < soak.engine_finished:
         soak.violate(f"ridgeserve_requests_total grew by {counted:.0f}, clients saw "
                      f"{soak.engine_finished} requests finish")
-    replayed, differing = replay(soak, must_match=not on_gpu)
+    replays = replay(soak, must_match=not on_gpu)
     if server.poll() is not None:
         soak.violate(f"server exited with {server.returncode}")
     warm = [rss for t, rss in samples if t >= min(60, args.minutes * 60 / 4)]
@@ -385,8 +390,11 @@ def main():
     if health:
         print(f"  /health watcher: {len(health)} probes, max {max(health) * 1000:.0f} ms, "
               f"{sum(1 for _, st in soak.health if st != 200)} failed")
-    print(f"  replayed {replayed} finished completions alone: {replayed - differing} gave the "
-          f"same token ids" + (" (GPU: batch-variant arithmetic)" if on_gpu and differing else ""))
+    for kind, (replayed, differing, firsts) in replays.items():
+        where = (f"; the first differing token at position {sorted(firsts)[len(firsts) // 2]} "
+                 f"(median)" if firsts else "")
+        print(f"  replayed {replayed} {kind} completions alone: {replayed - differing} gave the "
+              f"same token ids{where}")
     if samples:
         print(f"  resident memory: {samples[0][1]} KiB at {samples[0][0]:.0f} s, "
               f"{max(r for _, r in samples)} KiB at most, {samples[-1][1]} KiB at the end "
