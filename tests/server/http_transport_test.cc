@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/pushed_stream.h"
+
 namespace ridge {
 namespace {
 
@@ -32,19 +34,6 @@ int ThreadsOfThisProcess() {
     if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
   }
   return -1;
-}
-
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 void SendAll(int fd, const std::string& bytes) {
@@ -84,33 +73,8 @@ bool ClosedByPeer(int fd, std::chrono::milliseconds timeout) {
   return false;
 }
 
-// A body produced by the test: Push adds bytes and wakes the connection; Finish ends it.
-class TestStream final : public StreamBody {
- public:
-  explicit TestStream(HttpWake wake) : wake_(std::move(wake)) {}
-  void Push(const std::string& bytes, bool finish) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ready_ += bytes;
-      finished_ = finish;
-    }
-    wake_();
-  }
-  bool Read(std::string* out) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    out->append(ready_);
-    ready_.clear();
-    return !finished_;
-  }
-  void Abandon(HttpAbandon why) override { abandoned = why == HttpAbandon::kClientGone ? 1 : 2; }
-  std::atomic<int> abandoned{0};
-
- private:
-  HttpWake wake_;
-  std::mutex mutex_;
-  std::string ready_;
-  bool finished_ = false;
-};
+using TestStream = testing::PushedStream;
+using testing::ConnectLoopback;
 
 class TestPending final : public PendingReply {
  public:
@@ -234,7 +198,7 @@ TEST_F(HttpTransportTest, SlowAndIdleConnectionsDoNotStarveTheProbes) {
   // 300 connections that sent half a request line or half their headers, and one that trickles.
   std::vector<int> slow;
   for (int i = 0; i < 300; ++i) {
-    const int fd = Connect(port_);
+    const int fd = ConnectLoopback(port_);
     ASSERT_GE(fd, 0);
     SendAll(fd, i % 2 == 0 ? "GET /hea" : "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Le");
     slow.push_back(fd);
@@ -262,15 +226,15 @@ TEST_F(HttpTransportTest, IdleConnectionsTimeOutAndLimitsHold) {
   options.max_header_bytes = 8 << 10;
   StartTransport(options);
 
-  const int idle = Connect(port_);
+  const int idle = ConnectLoopback(port_);
   SendAll(idle, "GET /health HTTP/1.1\r\n");
   EXPECT_TRUE(ClosedByPeer(idle, std::chrono::seconds(4)));
   close(idle);
 
   // Past 20 connections from one address, new ones are closed at once.
   std::vector<int> held;
-  for (int i = 0; i < 20; ++i) held.push_back(Connect(port_));
-  const int extra = Connect(port_);
+  for (int i = 0; i < 20; ++i) held.push_back(ConnectLoopback(port_));
+  const int extra = ConnectLoopback(port_);
   EXPECT_TRUE(ClosedByPeer(extra, std::chrono::seconds(2)));
   close(extra);
   for (int fd : held) close(fd);
@@ -307,7 +271,7 @@ TEST_F(HttpTransportTest, ThousandsOfStreamsWithoutAThreadEach) {
   ASSERT_GE(kStreams, 400) << "descriptor limit " << files.rlim_cur;
   std::vector<int> clients;
   for (int i = 0; i < kStreams; ++i) {
-    const int fd = Connect(port_);
+    const int fd = ConnectLoopback(port_);
     ASSERT_GE(fd, 0) << i;
     SendAll(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
     clients.push_back(fd);
@@ -369,9 +333,9 @@ TEST_F(HttpTransportTest, PendingRepliesAreWokenFromAnyThread) {
 
 TEST_F(HttpTransportTest, AClientThatHangsUpAbandonsItsAnswer) {
   StartTransport({});
-  const int pending_client = Connect(port_);
+  const int pending_client = ConnectLoopback(port_);
   SendAll(pending_client, "GET /pending HTTP/1.1\r\nHost: x\r\n\r\n");
-  const int stream_client = Connect(port_);
+  const int stream_client = ConnectLoopback(port_);
   SendAll(stream_client, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_TRUE(WaitForCount(false, 1));
   ASSERT_TRUE(WaitForCount(true, 1));
@@ -390,7 +354,7 @@ TEST_F(HttpTransportTest, StopAbandonsWaitingAnswersAndReturns) {
   StartTransport({});
   std::vector<int> clients;
   for (const char* path : {"/pending", "/stream", "/pending"}) {
-    clients.push_back(Connect(port_));
+    clients.push_back(ConnectLoopback(port_));
     SendAll(clients.back(), std::string("GET ") + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
   }
   ASSERT_TRUE(WaitForCount(false, 2));

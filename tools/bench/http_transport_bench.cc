@@ -25,60 +25,19 @@
 #include <vector>
 
 #include "server/http_transport.h"
+#include "tests/support/pushed_stream.h"
 
 namespace ridge {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::atomic<int64_t> g_taken{0};  // events the transport has read from the streams
-
-class BenchStream final : public StreamBody {
- public:
-  explicit BenchStream(HttpWake wake) : wake_(std::move(wake)) {}
-  void Push(const std::string& event, bool last) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ready_ += event;
-      ++events_;
-      last_ = last;
-    }
-    wake_();
-  }
-  bool Read(std::string* out) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    out->append(ready_);
-    ready_.clear();
-    g_taken += events_;
-    events_ = 0;
-    return !last_;
-  }
-  void Abandon(HttpAbandon) override {}
-
- private:
-  HttpWake wake_;
-  std::mutex mutex_;
-  std::string ready_;
-  int64_t events_ = 0;
-  bool last_ = false;
-};
-
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+using BenchStream = testing::PushedStream;
+using testing::ConnectLoopback;
 
 double ProbeOnce(int port) {
   const auto start = Clock::now();
-  const int fd = Connect(port);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return -1;
   const char request[] = "GET /health HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n";
   send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL);
@@ -139,7 +98,7 @@ int Run(int streams, int rounds, int bytes, int event_threads) {
   std::vector<int> clients;
   const std::string request = "GET /stream HTTP/1.1\r\nHost: b\r\n\r\n";
   for (int i = 0; i < streams; ++i) {
-    const int fd = Connect(*port);
+    const int fd = ConnectLoopback(*port);
     if (fd < 0) {
       std::fprintf(stderr, "connect %d failed\n", i);
       return 1;
@@ -180,7 +139,12 @@ int Run(int streams, int rounds, int bytes, int event_threads) {
   for (int r = 0; r < rounds; ++r) {
     for (auto& body : bodies) body->Push(event, r + 1 == rounds);
     const int64_t target = static_cast<int64_t>(r + 1) * streams;
-    while (g_taken.load() < target) std::this_thread::yield();
+    const auto taken = [&] {
+      int64_t sum = 0;
+      for (const auto& body : bodies) sum += body->taken.load();
+      return sum;
+    };
+    while (taken() < target) std::this_thread::yield();
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   rusage after{};
