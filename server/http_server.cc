@@ -6,6 +6,7 @@
 #include "base/logging.h"
 #include "server/api_error.h"
 #include "server/openai_handler.h"
+#include "server/process_stats.h"
 #include "server/session_routes.h"
 
 namespace ridge {
@@ -86,6 +87,7 @@ void HttpServer::RegisterRoutes() {
                            metrics_->SetSnapshot(backend_->Snapshot());
                            metrics_->SetHttpConnections(transport_->open_connections(),
                                                         transport_->max_connections());
+                           metrics_->SetProcess(ReadProcessStats());
                            HttpReply out;
                            out.content_type = "text/plain; version=0.0.4; charset=utf-8";
                            out.body = metrics_->Serialize();

@@ -92,6 +92,8 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
   HttpRequest request;
   HttpRoute route;
   std::atomic<Stage> stage{Stage::kReceiving};
+  std::optional<HttpReply> refusal;  // sent once the body is read (and thrown away)
+  size_t discarded = 0;              // body bytes thrown away
   std::shared_ptr<PendingReply> pending;
   std::shared_ptr<StreamBody> stream;
   // The streamed bytes not yet taken by libmicrohttpd (event thread only).
@@ -111,17 +113,16 @@ struct Exchange : std::enable_shared_from_this<Exchange> {
 
 // Wakes `x`'s connection if it is suspended; otherwise remembers the wake for its next look.
 void Wake(Exchange& x) {
-  bool resume = false;
-  {
-    std::lock_guard<std::mutex> lock(x.mutex);
-    x.woken = true;
-    if (x.suspended && !x.closed) {
-      x.suspended = false;
-      resume = true;
-    }
+  // The resume happens under the lock, so that once `suspended` reads false libmicrohttpd has
+  // been told (Stop relies on it: a connection still suspended at MHD_stop_daemon aborts the
+  // process). libmicrohttpd takes only its own cleanup mutex in there and calls none of our
+  // callbacks under it, so this cannot deadlock.
+  std::lock_guard<std::mutex> lock(x.mutex);
+  x.woken = true;
+  if (x.suspended && !x.closed) {
+    x.suspended = false;
+    MHD_resume_connection(x.connection);
   }
-  // Only this thread can resume it now, and a suspended connection is not closed under it.
-  if (resume) MHD_resume_connection(x.connection);
 }
 
 HttpWake WakeOf(const std::shared_ptr<Exchange>& x) {
@@ -173,16 +174,29 @@ struct HttpTransport::Impl {
     if (*slot == nullptr) return self->OnHeaders(connection, url, method, slot);
     Exchange& x = *static_cast<Exchange*>(*slot);
     if (*upload_size != 0) {
-      if (x.request.body.size() + *upload_size > self->options().max_body_bytes) {
-        Log(LogLevel::kDebug, "HTTP: a chunked body past ", self->options().max_body_bytes,
-            " bytes: closing the connection");
-        return MHD_NO;
+      const size_t limit = self->options().max_body_bytes;
+      if (!x.refusal && x.request.body.size() + *upload_size > limit) {
+        // A chunked body past the limit: the rest is read and thrown away, then 413.
+        x.refusal = TooLarge(limit);
+        x.discarded = x.request.body.size();
+        x.request.body.clear();
       }
-      x.request.body.append(upload, *upload_size);
+      if (x.refusal) {
+        x.discarded += *upload_size;
+        // Reading a refused body lets the client see the answer instead of a reset; past twice
+        // the limit the connection is closed instead.
+        if (x.discarded > 2 * limit) return MHD_NO;
+      } else {
+        x.request.body.append(upload, *upload_size);
+      }
       *upload_size = 0;
       return MHD_YES;
     }
-    return self->Advance(x);
+    if (x.refusal) {
+      x.stage = Stage::kDone;
+      return self->QueueReply(x, *x.refusal);
+    }
+    return self->Guard(x, [&] { return self->Advance(x); });
   }
 
   static void OnCompleted(void* cls, MHD_Connection*, void** slot, MHD_RequestTerminationCode toe) {
@@ -199,9 +213,15 @@ struct HttpTransport::Impl {
     }
     *slot = nullptr;
     if (x == nullptr) return;
+    std::optional<HttpResult> unanswered;  // a worker's answer the event thread never took
     {
       std::lock_guard<std::mutex> lock(x->mutex);
       x->closed = true;
+      std::swap(unanswered, x->result);
+    }
+    if (unanswered) {
+      if (unanswered->pending != nullptr) unanswered->pending->Abandon(HttpAbandon::kShutdown);
+      if (unanswered->stream != nullptr) unanswered->stream->Abandon(HttpAbandon::kShutdown);
     }
     const Stage stage = x->stage.load();
     const bool unfinished =
@@ -219,10 +239,17 @@ struct HttpTransport::Impl {
   }
 
   static ssize_t OnStreamRead(void* cls, uint64_t /*pos*/, char* buffer, size_t max) {
-    auto* x = static_cast<std::shared_ptr<Exchange>*>(cls)->get();
-    return x == nullptr                    ? MHD_CONTENT_READER_END_WITH_ERROR
-           : x->stage == Stage::kStreaming ? ReadStream(*x, buffer, max)
-                                           : MHD_CONTENT_READER_END_OF_STREAM;
+    Exchange* x = static_cast<std::shared_ptr<Exchange>*>(cls)->get();
+    if (x == nullptr) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (x->stage != Stage::kStreaming) return MHD_CONTENT_READER_END_OF_STREAM;
+    try {
+      return ReadStream(*x, buffer, max);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "HTTP: streaming ", x->request.path, ": ", e.what());
+      x->client_gone = true;
+      AbandonAnswer(*x, HttpAbandon::kShutdown);
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
   }
   static void OnStreamFree(void* cls) { delete static_cast<std::shared_ptr<Exchange>*>(cls); }
 
@@ -253,30 +280,52 @@ struct HttpTransport::Impl {
     x->request.method = method;
     x->request.path = url;
     MHD_get_connection_values(connection, MHD_HEADER_KIND, AddHeaderIterator, &x->request.headers);
-    x->route = owner->router_(x->request);
+    try {
+      x->route = owner->router_(x->request);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "HTTP: routing ", x->request.path, ": ", e.what());
+      return MHD_NO;
+    }
     {
       std::lock_guard<std::mutex> lock(registry_mutex);
       registry.emplace(x.get(), x);
     }
     *slot = x.get();
-    if (x->route.refusal) {
-      x->stage = Stage::kDone;
-      return QueueReply(*x, *x->route.refusal);
-    }
     uint64_t length = 0;
     const std::string declared = x->request.Header("content-length");
     if (!declared.empty() && absl::SimpleAtoi(declared, &length) &&
         length > options().max_body_bytes) {
+      // Declared too large: answered at once (the body is not read; the connection closes).
       x->stage = Stage::kDone;
-      HttpReply too_large;
-      too_large.status = 413;
-      too_large.body = absl::StrCat(
-          R"({"error":{"message":"the request body is larger than the limit of )",
-          options().max_body_bytes,
-          R"( bytes","type":"invalid_request_error","param":null,"code":"request_too_large"}})");
-      return QueueReply(*x, too_large);
+      return QueueReply(*x, TooLarge(options().max_body_bytes));
     }
+    // Other refusals wait for the (discarded) body: answered now, libmicrohttpd would close the
+    // connection, losing keep-alive and, with a body still arriving, resetting it.
+    x->refusal = std::move(x->route.refusal);
     return MHD_YES;
+  }
+
+  static HttpReply TooLarge(size_t limit) {
+    HttpReply reply;
+    reply.status = 413;
+    reply.body = absl::StrCat(
+        R"({"error":{"message":"the request body is larger than the limit of )", limit,
+        R"( bytes","type":"invalid_request_error","param":null,"code":"request_too_large"}})");
+    return reply;
+  }
+
+  // Runs a step of an exchange on an event thread; an exception (a route's bug, memory) must
+  // not unwind through libmicrohttpd's C frames: the connection is closed instead.
+  template <typename Step>
+  MHD_Result Guard(Exchange& x, Step step) {
+    try {
+      return step();
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "HTTP: ", x.request.method, " ", x.request.path, ": ", e.what());
+      x.client_gone = true;
+      AbandonAnswer(x, HttpAbandon::kShutdown);
+      return MHD_NO;
+    }
   }
 
   bool ClientCertificateVerified(MHD_Connection* connection) {
@@ -325,7 +374,20 @@ struct HttpTransport::Impl {
 
   // On a worker: the route's handler, then back to the event thread.
   void RunRoute(const std::shared_ptr<Exchange>& x) {
-    HttpResult result = x->route.handler(x->request, WakeOf(x));
+    {
+      std::lock_guard<std::mutex> lock(x->mutex);
+      if (x->closed) return;  // stopped (or gone) before its turn: nothing to run
+    }
+    HttpResult result;
+    try {
+      result = x->route.handler(x->request, WakeOf(x));
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "HTTP: ", x->request.method, " ", x->request.path, ": ", e.what());
+      result = HttpResult();
+      result.reply.status = 500;
+      result.reply.body =
+          R"({"error":{"message":"internal error","type":"server_error","param":null,"code":null}})";
+    }
     bool dropped = false;
     {
       std::lock_guard<std::mutex> lock(x->mutex);

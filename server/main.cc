@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/build_info.h"
 #include "kernels/threading.h"
 #include "server/commands.h"
 
@@ -16,7 +17,8 @@ commands:
   score      write the logits of every position of a token sequence (teacher forcing)
   info       describe a checkpoint (--model DIR) and the GPUs this machine has
 
-Run `ridgeserve COMMAND --help` for a command's flags.
+Run `ridgeserve COMMAND --help` for a command's flags; `ridgeserve --version` says what this
+binary is.
 )";
 
 }  // namespace
@@ -28,6 +30,13 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (command == "--version" || command == "version") {
+    const ridge::BuildInfo& build = ridge::GetBuildInfo();
+    std::printf("ridgeserve %s (revision %s, %s build, %s, CUDA %s)\n", build.version.c_str(),
+                build.revision.c_str(), build.build_type.c_str(), build.compiler.c_str(),
+                build.cuda ? "yes" : "no");
+    return 0;
+  }
   if (command == "serve") return ridge::RunServeCommand(argc - 2, argv + 2);
   if (command == "generate") return ridge::RunGenerateCommand(argc - 2, argv + 2);
   if (command == "score") return ridge::RunScoreCommand(argc - 2, argv + 2);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "base/build_info.h"
 #include "prometheus/text_serializer.h"
 
 namespace ridge {
@@ -149,6 +150,41 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                             .Help("HTTP connections: open now (state=\"open\"), and the most "
                                   "accepted at once (state=\"limit\").")
                             .Register(*registry_)),
+      process_cpu_(prometheus::BuildCounter()
+                       .Name("process_cpu_seconds_total")
+                       .Help("User and system CPU time of the process, in seconds.")
+                       .Register(*registry_)
+                       .Add({})),
+      process_resident_(prometheus::BuildGauge()
+                            .Name("process_resident_memory_bytes")
+                            .Help("Resident memory of the process, in bytes.")
+                            .Register(*registry_)
+                            .Add({})),
+      process_virtual_(prometheus::BuildGauge()
+                           .Name("process_virtual_memory_bytes")
+                           .Help("Virtual memory of the process, in bytes.")
+                           .Register(*registry_)
+                           .Add({})),
+      process_open_fds_(prometheus::BuildGauge()
+                            .Name("process_open_fds")
+                            .Help("Open file descriptors (sockets included).")
+                            .Register(*registry_)
+                            .Add({})),
+      process_max_fds_(prometheus::BuildGauge()
+                           .Name("process_max_fds")
+                           .Help("The most file descriptors the process may open.")
+                           .Register(*registry_)
+                           .Add({})),
+      process_threads_(prometheus::BuildGauge()
+                           .Name("process_threads")
+                           .Help("Threads of the process.")
+                           .Register(*registry_)
+                           .Add({})),
+      process_start_time_(prometheus::BuildGauge()
+                              .Name("process_start_time_seconds")
+                              .Help("When the process started, in seconds since the Unix epoch.")
+                              .Register(*registry_)
+                              .Add({})),
       batch_size_(AddHistogram(*registry_, "ridgeserve_batch_size",
                                "Sequences advanced by one engine step (prefill and decode).",
                                kBatchSizes)),
@@ -177,6 +213,17 @@ PrometheusMetrics::PrometheusMetrics(std::string layer_type)
                          .Register(*registry_)) {
   // Create every labelled series up front so a scrape shows them before the first request.
   SetHttpConnections(0, 0);
+  const BuildInfo& build = GetBuildInfo();
+  prometheus::BuildGauge()
+      .Name("ridgeserve_build_info")
+      .Help("Always 1; the labels say what this binary is.")
+      .Register(*registry_)
+      .Add({{"version", build.version},
+            {"revision", build.revision},
+            {"build_type", build.build_type},
+            {"compiler", build.compiler},
+            {"cuda", build.cuda ? "yes" : "no"}})
+      .Set(1);
   for (const char* status : {"ok", "cancelled", "deadline_exceeded", "resource_exhausted"}) {
     requests_total_.Add({{"status", status}});
   }
@@ -275,6 +322,22 @@ void PrometheusMetrics::SetMemory(int64_t slots_used, int64_t slots_total, int64
 void PrometheusMetrics::SetHttpConnections(int64_t open, int64_t limit) {
   http_connections_.Add({{"state", "open"}}).Set(static_cast<double>(open));
   http_connections_.Add({{"state", "limit"}}).Set(static_cast<double>(limit));
+}
+
+void PrometheusMetrics::SetProcess(const ProcessStats& stats) {
+  {
+    std::lock_guard<std::mutex> lock(process_mutex_);
+    if (stats.cpu_seconds > process_cpu_reported_) {
+      process_cpu_.Increment(stats.cpu_seconds - process_cpu_reported_);
+      process_cpu_reported_ = stats.cpu_seconds;
+    }
+  }
+  process_resident_.Set(static_cast<double>(stats.resident_bytes));
+  process_virtual_.Set(static_cast<double>(stats.virtual_bytes));
+  process_open_fds_.Set(static_cast<double>(stats.open_fds));
+  process_max_fds_.Set(static_cast<double>(stats.max_fds));
+  process_threads_.Set(static_cast<double>(stats.threads));
+  process_start_time_.Set(stats.start_time_seconds);
 }
 
 std::string PrometheusMetrics::Serialize() const {

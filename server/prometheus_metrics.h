@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/engine.h"
@@ -19,6 +20,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/process_stats.h"
 
 namespace ridge {
 
@@ -39,6 +41,8 @@ class PrometheusMetrics final : public EngineObserver {
 
   // ridgeserve_http_connections{state="open"|"limit"} (called before each scrape).
   void SetHttpConnections(int64_t open, int64_t limit);
+  // The standard process_* series (called before each scrape).
+  void SetProcess(const ProcessStats& stats);
 
   // The Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;
@@ -76,6 +80,15 @@ class PrometheusMetrics final : public EngineObserver {
   prometheus::Gauge& prefix_bytes_;
   prometheus::Counter& prefix_evictions_;
   prometheus::Family<prometheus::Gauge>& http_connections_;
+  prometheus::Counter& process_cpu_;
+  double process_cpu_reported_ = 0;  // what process_cpu_ has counted (under process_mutex_)
+  std::mutex process_mutex_;
+  prometheus::Gauge& process_resident_;
+  prometheus::Gauge& process_virtual_;
+  prometheus::Gauge& process_open_fds_;
+  prometheus::Gauge& process_max_fds_;
+  prometheus::Gauge& process_threads_;
+  prometheus::Gauge& process_start_time_;
   prometheus::Histogram& batch_size_;
   prometheus::Family<prometheus::Histogram>& step_duration_;
   prometheus::Family<prometheus::Histogram>& solver_iterations_;

@@ -25,7 +25,7 @@ HttpRoute::Handler SessionRoute(GenerationBackend* backend, const std::string& m
                                 const std::string& path, std::string* allowed) {
   allowed->clear();
   if (path == "/v1/sessions") {
-    if (method != "GET") {
+    if (method != "GET" && method != "HEAD") {
       *allowed = "GET";
       return nullptr;
     }

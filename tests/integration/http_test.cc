@@ -373,6 +373,11 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
       {"--model " + (TempDir() / "nonexistent").string() + " --load-format random",
        "does not exist"},
       {"--model " + kModel.string() + " --reasoning-parser deepseek", "only reasoning parser"},
+      {"--model " + kModel.string() + " --http-max-connections 5", "--http-max-connections"},
+      {"--model " + kModel.string() + " --http-max-connections-per-client -1",
+       "--http-max-connections-per-client"},
+      {"--model " + kModel.string() + " --http-idle-timeout 0", "--http-idle-timeout"},
+      {"--model " + kModel.string() + " --http-threads 0", "--http-threads"},
       {"--model " + kModel.string() + " --tokenizer " + (TempDir() / "tokenizer").string() +
            " --chat-template /nonexistent/t.jinja",
        "--chat-template /nonexistent/t.jinja: cannot read"},
@@ -387,6 +392,14 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
     EXPECT_TRUE(code > 0) << c.args << "\n" << output;
     EXPECT_NE(output.find(c.message), std::string::npos) << c.args << "\n" << output;
   }
+}
+
+TEST(HttpServeFlagsTest, VersionSaysWhatTheBinaryIs) {
+  const auto [code, output] = testing::RunCommand(std::string(RIDGESERVE_BINARY) + " --version");
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_EQ(output.rfind("ridgeserve ", 0), 0u) << output;
+  EXPECT_NE(output.find("(revision "), std::string::npos) << output;
+  EXPECT_NE(output.find(" build, "), std::string::npos) << output;
 }
 
 // --load-format random serves a configuration without its checkpoint: a folder holding only

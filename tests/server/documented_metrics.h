@@ -29,6 +29,14 @@ inline constexpr const char* kDocumentedMetricNames[] = {
     "ridgeserve_prefix_cache_snapshots",
     "ridgeserve_prefix_cache_bytes",
     "ridgeserve_prefix_cache_evictions_total",
-    "ridgeserve_http_connections"};
+    "ridgeserve_http_connections",
+    "ridgeserve_build_info",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_threads",
+    "process_start_time_seconds"};
 
 }  // namespace ridge::testing

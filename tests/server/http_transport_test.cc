@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -256,6 +257,41 @@ TEST_F(HttpTransportTest, IdleConnectionsTimeOutAndLimitsHold) {
     EXPECT_GE(too_big->status, 400);
     EXPECT_LT(too_big->status, 500);
   }
+  ExpectHealthyQuickly();
+}
+
+// A refused request (here 404) keeps its keep-alive connection: the next request on it is
+// answered; a refused request's body is read and thrown away, so its client gets the answer, not
+// a reset; a chunked body past the limit gets 413.
+TEST_F(HttpTransportTest, RefusalsKeepTheConnectionAndReadTheBody) {
+  HttpTransportOptions options;
+  options.max_body_bytes = 1 << 20;
+  StartTransport(options);
+  const int fd = ConnectLoopback(port_);
+  SendAll(fd, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string both = ReadUntil(fd, "\"ok\"", std::chrono::seconds(5));
+  EXPECT_NE(both.find("HTTP/1.1 404"), std::string::npos) << both;
+  EXPECT_NE(both.find(R"({"status":"ok"})"), std::string::npos) << both;
+  close(fd);
+
+  const int upload = ConnectLoopback(port_);
+  const std::string body(512 << 10, 'b');
+  SendAll(upload, "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_NE(ReadUntil(upload, "HTTP/1.1 404", std::chrono::seconds(5)).find("HTTP/1.1 404"),
+            std::string::npos);
+  close(upload);
+
+  const int chunked = ConnectLoopback(port_);
+  SendAll(chunked, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  const std::string piece(256 << 10, 'c');
+  char size_line[32];
+  std::snprintf(size_line, sizeof(size_line), "%zx\r\n", piece.size());
+  for (int i = 0; i < 5; ++i) SendAll(chunked, size_line + piece + "\r\n");
+  SendAll(chunked, "0\r\n\r\n");
+  const std::string answer = ReadUntil(chunked, "bytes", std::chrono::seconds(5));
+  EXPECT_NE(answer.find("HTTP/1.1 413"), std::string::npos) << answer.substr(0, 200);
+  close(chunked);
   ExpectHealthyQuickly();
 }
 

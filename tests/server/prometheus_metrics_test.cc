@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
+#include "base/build_info.h"
+#include "server/process_stats.h"
 #include "tests/server/documented_metrics.h"
 
 namespace ridge {
@@ -23,6 +27,29 @@ TEST(PrometheusMetricsTest, ExposesEveryDocumentedName) {
   EXPECT_TRUE(Has(text, "# TYPE ridgeserve_state_slots_used gauge"));
   EXPECT_TRUE(Has(text, "ridgeserve_solver_iterations_bucket{layer_type=\"mesa\",phase=\"decode\""))
       << text;
+}
+
+// The process_* series from /proc, and the build's labels.
+TEST(PrometheusMetricsTest, ProcessAndBuildInfo) {
+  const ProcessStats stats = ReadProcessStats();
+  EXPECT_GT(stats.resident_bytes, 1 << 20);
+  EXPECT_GE(stats.virtual_bytes, stats.resident_bytes);
+  EXPECT_GE(stats.threads, 1);
+  EXPECT_GT(stats.open_fds, 2);  // stdin, stdout, stderr at least
+  EXPECT_GE(stats.max_fds, stats.open_fds);
+  EXPECT_GE(stats.cpu_seconds, 0.0);
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_LE(stats.start_time_seconds, now + 1);
+  EXPECT_GT(stats.start_time_seconds, now - 3600);  // this test started within the hour
+  PrometheusMetrics metrics;
+  metrics.SetProcess(stats);
+  metrics.SetProcess(stats);  // the counter adds only what is new
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Has(text, "# TYPE process_cpu_seconds_total counter")) << text;
+  EXPECT_TRUE(Has(text, "process_threads " + std::to_string(stats.threads))) << text;
+  EXPECT_TRUE(Has(text, "ridgeserve_build_info{")) << text;
+  EXPECT_TRUE(Has(text, "version=\"" + GetBuildInfo().version + "\"")) << text;
+  EXPECT_FALSE(GetBuildInfo().version.empty());
 }
 
 TEST(PrometheusMetricsTest, RecordsStepsAndRequests) {
