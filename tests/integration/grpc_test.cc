@@ -418,10 +418,11 @@ TEST_F(GrpcServerTest, HealthCheck) {
 // UTF-8) get INVALID_ARGUMENT saying so, from every method, streaming or not.
 TEST_F(GrpcServerTest, BytesThatDoNotParseAreInvalidArgumentWithAMessage) {
   const std::string bad[] = {
-      std::string("\x0a\x05ab", 4),        // field 1 (prompt) declares 5 bytes, has 2
-      std::string("\x0f\x01", 2),          // field 1 with wire type 7 (none exists)
-      std::string("\x0a\x02\xff\xfe", 4),  // prompt text that is not UTF-8
+      std::string{'\x0a', '\x05', 'a', 'b'},        // field 1 (prompt) declares 5 bytes, has 2
+      std::string{'\x0f', '\x01'},                  // field 1 with wire type 7 (none exists)
+      std::string{'\x0a', '\x02', '\xff', '\xfe'},  // prompt text that is not UTF-8
   };
+
   for (const char* method :
        {"/ridgeserve.v1.Generation/Generate", "/ridgeserve.v1.Generation/GenerateStream",
         "/ridgeserve.v1.Generation/Tokenize"}) {
