@@ -1,11 +1,7 @@
 #include "server/http_transport.h"
 
-#include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -16,7 +12,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -27,114 +22,21 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "server/http_exchange.h"
+#include "server/listening_socket.h"
+#include "server/worker_pool.h"
 
 namespace ridge {
 namespace {
 
+using http_internal::AbandonAnswer;
+using http_internal::Exchange;
+using http_internal::Stage;
+using http_internal::Wake;
+using http_internal::WakeOf;
+
 constexpr auto kMonitorPeriod = std::chrono::milliseconds(100);
 constexpr size_t kStreamBlockBytes = 16 << 10;
-
-// Runs jobs on a fixed set of threads; Stop runs what is queued, then joins.
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  ~WorkerPool() { Stop(); }
-
-  void Post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      jobs_.push_back(std::move(job));
-    }
-    ready_.notify_one();
-  }
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    ready_.notify_all();
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-
- private:
-  void Loop() {
-    while (true) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        ready_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
-
-enum class Stage { kReceiving, kWorking, kPending, kStreaming, kDone };
-
-// One request and its answer. Owned by the transport's registry from its headers to its end
-// (and by a worker job, and by a streamed response, while they run).
-struct Exchange : std::enable_shared_from_this<Exchange> {
-  MHD_Connection* connection = nullptr;
-  int fd = -1;
-  HttpRequest request;
-  HttpRoute route;
-  std::atomic<Stage> stage{Stage::kReceiving};
-  std::optional<HttpReply> refusal;  // sent once the body is read (and thrown away)
-  size_t discarded = 0;              // body bytes thrown away
-  std::shared_ptr<PendingReply> pending;
-  std::shared_ptr<StreamBody> stream;
-  // The streamed bytes not yet taken by libmicrohttpd (event thread only).
-  std::string out;
-  size_t out_pos = 0;
-  bool stream_ended = false;
-  std::atomic<bool> client_gone{false};
-  const std::atomic<bool>* stopping = nullptr;  // the transport's
-
-  // Suspension and wake-ups, between the event thread and anyone who wakes it.
-  std::mutex mutex;
-  bool suspended = false;
-  bool woken = false;
-  bool closed = false;               // libmicrohttpd is done with the connection's request
-  std::optional<HttpResult> result;  // a worker's answer, waiting for the event thread
-};
-
-// Wakes `x`'s connection if it is suspended; otherwise remembers the wake for its next look.
-void Wake(Exchange& x) {
-  // The resume happens under the lock, so that once `suspended` reads false libmicrohttpd has
-  // been told (Stop relies on it: a connection still suspended at MHD_stop_daemon aborts the
-  // process). libmicrohttpd takes only its own cleanup mutex in there and calls none of our
-  // callbacks under it, so this cannot deadlock.
-  std::lock_guard<std::mutex> lock(x.mutex);
-  x.woken = true;
-  if (x.suspended && !x.closed) {
-    x.suspended = false;
-    MHD_resume_connection(x.connection);
-  }
-}
-
-HttpWake WakeOf(const std::shared_ptr<Exchange>& x) {
-  return [weak = std::weak_ptr<Exchange>(x)] {
-    if (auto strong = weak.lock()) Wake(*strong);
-  };
-}
-
-void AbandonAnswer(Exchange& x, HttpAbandon why) {
-  if (x.pending != nullptr) x.pending->Abandon(why);
-  if (x.stream != nullptr) x.stream->Abandon(why);
-}
 
 MHD_Result AddHeaderIterator(void* cls, MHD_ValueKind, const char* key, const char* value) {
   auto* headers = static_cast<std::map<std::string, std::string>*>(cls);
@@ -573,46 +475,12 @@ HttpTransport::HttpTransport(HttpRouter router, HttpTransportOptions options)
 HttpTransport::~HttpTransport() { Stop(); }
 
 absl::StatusOr<int> HttpTransport::Bind(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", host, ":", port, " (not an address of this host?)"));
-  }
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    // SO_REUSEADDR (not SO_REUSEPORT: a second server must not share the port silently), and
-    // TCP_NODELAY, which accepted sockets inherit: with Nagle's algorithm each small event
-    // could wait up to 40 ms for the client's acknowledgement of the one before.
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(found);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
-                                               " (in use, or not an address of this host?)"));
-  }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
-  const int bound_port =
-      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  absl::StatusOr<ListeningSocket> listening = ListenOn(host, port);
+  if (!listening.ok()) return listening.status();
   if (impl_ == nullptr) impl_ = std::make_unique<Impl>(this);
   if (impl_->listen_fd >= 0) close(impl_->listen_fd);
-  impl_->listen_fd = fd;
-  return bound_port;
+  impl_->listen_fd = listening->fd;
+  return listening->port;
 }
 
 absl::Status HttpTransport::Start() {
