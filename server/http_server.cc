@@ -24,6 +24,7 @@ HttpTransportOptions TransportOptions(const HttpServerOptions& options) {
   t.max_connections = options.max_connections;
   t.max_connections_per_client = options.max_connections_per_client;
   t.idle_timeout_seconds = options.idle_timeout_seconds;
+  t.header_timeout_seconds = options.header_timeout_seconds;
   t.max_body_bytes = kMaxRequestBytes;
   t.tls = options.tls;
   return t;

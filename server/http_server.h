@@ -43,6 +43,7 @@ struct HttpServerOptions {
   int max_connections = 16384;
   int max_connections_per_client = 0;
   int idle_timeout_seconds = 60;
+  int header_timeout_seconds = 60;
   int64_t created = 0;  // unix time reported by /v1/models
   // Keys the generation routes (/v1/...) and, unless open_metrics, /metrics require
   // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.

@@ -35,6 +35,7 @@ using http_internal::Stage;
 using http_internal::Wake;
 using http_internal::WakeOf;
 
+using Clock = std::chrono::steady_clock;
 constexpr auto kMonitorPeriod = std::chrono::milliseconds(100);
 constexpr size_t kStreamBlockBytes = 16 << 10;
 
@@ -59,6 +60,14 @@ struct HttpTransport::Impl {
 
   std::mutex registry_mutex;
   std::unordered_map<Exchange*, std::shared_ptr<Exchange>> registry;
+
+  // Every open connection's socket and since when it waits for a request head (max: it has one).
+  struct Head {
+    int fd = -1;
+    Clock::time_point since;
+  };
+  std::mutex heads_mutex;
+  std::unordered_map<MHD_Connection*, Head> heads;
 
   std::mutex monitor_mutex;
   std::condition_variable monitor_wake;
@@ -101,8 +110,10 @@ struct HttpTransport::Impl {
     return self->Guard(x, [&] { return self->Advance(x); });
   }
 
-  static void OnCompleted(void* cls, MHD_Connection*, void** slot, MHD_RequestTerminationCode toe) {
+  static void OnCompleted(void* cls, MHD_Connection* connection, void** slot,
+                          MHD_RequestTerminationCode toe) {
     auto* self = static_cast<Impl*>(cls);
+    self->WaitingForHead(connection, true);  // a keep-alive connection's next request
     if (*slot == nullptr) return;
     std::shared_ptr<Exchange> x;
     {
@@ -134,10 +145,42 @@ struct HttpTransport::Impl {
     }
   }
 
-  static void OnConnection(void* cls, MHD_Connection*, void**,
+  static void OnConnection(void* cls, MHD_Connection* connection, void**,
                            MHD_ConnectionNotificationCode code) {
     auto* self = static_cast<Impl*>(cls);
-    self->owner->open_connections_ += code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+    const bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
+    self->owner->open_connections_ += started ? 1 : -1;
+    // libmicrohttpd closes the socket after this call: under the lock, the header deadline's
+    // shutdown never reaches a descriptor number already reused.
+    std::lock_guard<std::mutex> lock(self->heads_mutex);
+    if (!started) {
+      self->heads.erase(connection);
+      return;
+    }
+    const MHD_ConnectionInfo* info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info != nullptr) self->heads[connection] = {info->connect_fd, Clock::now()};
+  }
+
+  // The connection's request head is in (`waiting`: false) or it waits for the next one.
+  void WaitingForHead(MHD_Connection* connection, bool waiting) {
+    std::lock_guard<std::mutex> lock(heads_mutex);
+    auto it = heads.find(connection);
+    if (it != heads.end()) it->second.since = waiting ? Clock::now() : Clock::time_point::max();
+  }
+
+  // Shuts down the sockets of connections whose request head has not arrived within
+  // --http-header-timeout (slow-loris senders); libmicrohttpd then reads their end and closes.
+  void EnforceHeadDeadline() {
+    const auto deadline = Clock::now() - std::chrono::seconds(options().header_timeout_seconds);
+    std::lock_guard<std::mutex> lock(heads_mutex);
+    for (auto& [connection, head] : heads) {
+      if (head.since >= deadline) continue;
+      Log(LogLevel::kDebug, "HTTP: no request head within ", options().header_timeout_seconds,
+          " s: closing the connection");
+      shutdown(head.fd, SHUT_RDWR);
+      head.since = Clock::time_point::max();
+    }
   }
 
   static ssize_t OnStreamRead(void* cls, uint64_t /*pos*/, char* buffer, size_t max) {
@@ -168,6 +211,7 @@ struct HttpTransport::Impl {
   // Headers are in: register the exchange, route it, refuse it at once if the route says so.
   MHD_Result OnHeaders(MHD_Connection* connection, const char* url, const char* method,
                        void** slot) {
+    WaitingForHead(connection, false);
     if (owner->options_.tls.verify_clients() && !ClientCertificateVerified(connection)) {
       Log(LogLevel::kDebug, "HTTPS: a client without a certificate the CA signed: closing");
       return MHD_NO;
@@ -422,8 +466,13 @@ struct HttpTransport::Impl {
 
   void MonitorLoop() {
     std::unique_lock<std::mutex> lock(monitor_mutex);
+    auto next_head_check = Clock::now();
     while (!monitor_wake.wait_for(lock, kMonitorPeriod, [&] { return monitor_stop; })) {
       lock.unlock();
+      if (Clock::now() >= next_head_check) {
+        EnforceHeadDeadline();
+        next_head_check = Clock::now() + std::chrono::seconds(1);
+      }
       std::vector<std::shared_ptr<Exchange>> waiting;
       std::vector<pollfd> fds;
       {

@@ -37,6 +37,9 @@ struct HttpTransportOptions {
   // A connection with no traffic for this long is closed (not while its answer is being
   // produced: an answer that waits does not time out).
   int idle_timeout_seconds = 60;
+  // A connection must deliver each request's line and headers within this long (from its start,
+  // or from the end of its previous request); otherwise it is closed (however slowly it sends).
+  int header_timeout_seconds = 60;
   size_t max_body_bytes = size_t{64} << 20;    // larger bodies: 413 (chunked ones: closed)
   size_t max_header_bytes = size_t{64} << 10;  // request line and headers; larger: 431
   TlsOptions tls = {};                         // enabled: HTTPS only

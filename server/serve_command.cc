@@ -65,6 +65,9 @@ then the process exits 0.
                                proxy every client shares its address)
   --http-idle-timeout S        a connection with no traffic for S seconds is closed; an answer
                                being produced does not time out (default 60)
+  --http-header-timeout S      a connection whose request line and headers have not all
+                               arrived S seconds after it opened (or after its previous
+                               request) is closed, however slowly it sends (default 60)
   --device auto|cpu|cuda       where the model runs and its states live (default auto: the GPU
                                when this build has CUDA and one is present, else the CPU)
   --cuda-device N              which GPU with --device cuda or auto (default 0)
@@ -283,7 +286,8 @@ absl::Status Serve(int argc, char** argv) {
                 "max-waiting", "prefill-token-budget", "max-prompt-tokens", "max-tokens-limit",
                 "max-solver-iterations", "drain-seconds", "grpc-port", "kv-blocks",
                 "kv-cache-memory", "api-key", "api-key-file", "open-metrics"});
-  known.insert({"http-max-connections", "http-max-connections-per-client", "http-idle-timeout"});
+  known.insert({"http-max-connections", "http-max-connections-per-client", "http-idle-timeout",
+                "http-header-timeout"});
   known.insert({"prefix-cache-memory", "no-prefix-cache", "session-dir"});
   known.insert({"chat-template", "reasoning-parser"});
   known.insert({"ssl-certfile", "ssl-keyfile", "ssl-ca-certs"});
@@ -375,6 +379,11 @@ absl::Status Serve(int argc, char** argv) {
   if (idle_timeout < 1 || idle_timeout > 86400) {
     return absl::InvalidArgumentError("--http-idle-timeout must be 1 to 86400 seconds");
   }
+  ASSIGN_OR_RETURN(const int64_t header_timeout, args.Int("http-header-timeout", 60));
+  if (header_timeout < 1 || header_timeout > 3600) {
+    return absl::InvalidArgumentError("--http-header-timeout must be 1 to 3600 seconds");
+  }
+  http_options.header_timeout_seconds = static_cast<int>(header_timeout);
   http_options.max_connections = static_cast<int>(max_connections);
   http_options.max_connections_per_client = static_cast<int>(per_client);
   http_options.idle_timeout_seconds = static_cast<int>(idle_timeout);

@@ -219,6 +219,40 @@ TEST_F(HttpTransportTest, SlowAndIdleConnectionsDoNotStarveTheProbes) {
   for (int fd : slow) close(fd);
 }
 
+// A client that sends its request head a byte at a time, never idle long enough for the idle
+// time-out, is closed at the head deadline; a keep-alive connection that sends its next request
+// within the deadline keeps working.
+TEST_F(HttpTransportTest, ASlowRequestHeadIsClosedAtItsDeadline) {
+  HttpTransportOptions options;
+  options.header_timeout_seconds = 2;
+  StartTransport(options);
+  const int slow = ConnectLoopback(port_);
+  const int prompt = ConnectLoopback(port_);
+  SendAll(slow, "GET /hea");
+  const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  SendAll(prompt, head);
+  EXPECT_NE(ReadUntil(prompt, "\"ok\"", std::chrono::seconds(2)).find("\"ok\""), std::string::npos);
+  const auto start = Clock::now();
+  bool closed = false;
+  bool asked_again = false;
+  while (!closed && Clock::now() - start < std::chrono::seconds(8)) {
+    SendAll(slow, "l");  // a byte every 200 ms: never idle
+    closed = ClosedByPeer(slow, std::chrono::milliseconds(200));
+    if (!asked_again && Clock::now() - start > std::chrono::seconds(1)) {
+      // The keep-alive connection's next request, within its deadline, on the same socket.
+      asked_again = true;
+      SendAll(prompt, head);
+      EXPECT_NE(ReadUntil(prompt, "\"ok\"", std::chrono::seconds(2)).find("\"ok\""),
+                std::string::npos);
+    }
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  close(slow);
+  close(prompt);
+}
+
 TEST_F(HttpTransportTest, IdleConnectionsTimeOutAndLimitsHold) {
   HttpTransportOptions options;
   options.idle_timeout_seconds = 1;
