@@ -377,6 +377,7 @@ TEST(HttpServeFlagsTest, BadFlagsFailFastWithAClearMessage) {
       {"--model " + kModel.string() + " --http-max-connections-per-client -1",
        "--http-max-connections-per-client"},
       {"--model " + kModel.string() + " --http-idle-timeout 0", "--http-idle-timeout"},
+      {"--model " + kModel.string() + " --http-header-timeout 0", "--http-header-timeout"},
       {"--model " + kModel.string() + " --http-threads 0", "--http-threads"},
       {"--model " + kModel.string() + " --tokenizer " + (TempDir() / "tokenizer").string() +
            " --chat-template /nonexistent/t.jinja",
