@@ -70,4 +70,31 @@ inline void AbandonAnswer(Exchange& x, HttpAbandon why) {
   if (x.stream != nullptr) x.stream->Abandon(why);
 }
 
+// A route's answer that will never be sent (its connection closed, or the server stops).
+inline void AbandonResult(HttpResult& result, HttpAbandon why) {
+  if (result.pending != nullptr) result.pending->Abandon(why);
+  if (result.stream != nullptr) result.stream->Abandon(why);
+}
+
+// Its answer is being produced for a client still there: what the monitor watches and
+// AbandonAll reaches.
+inline bool AnswerInProgress(const Exchange& x) {
+  const Stage stage = x.stage.load();
+  return (stage == Stage::kPending || stage == Stage::kStreaming) && !x.client_gone;
+}
+
+// On the event thread: suspends the connection until a wake and returns true, unless a wake
+// came since the last look or the transport stops (then false: look again; a suspension while
+// stopping could outlive libmicrohttpd's stop).
+inline bool SuspendUnlessWoken(Exchange& x) {
+  std::lock_guard<std::mutex> lock(x.mutex);
+  if (x.woken || *x.stopping) {
+    x.woken = false;
+    return false;
+  }
+  x.suspended = true;
+  MHD_suspend_connection(x.connection);
+  return true;
+}
+
 }  // namespace ridge::http_internal

@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -22,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "server/head_deadlines.h"
 #include "server/http_exchange.h"
 #include "server/listening_socket.h"
 #include "server/worker_pool.h"
@@ -30,8 +30,11 @@ namespace ridge {
 namespace {
 
 using http_internal::AbandonAnswer;
+using http_internal::AbandonResult;
+using http_internal::AnswerInProgress;
 using http_internal::Exchange;
 using http_internal::Stage;
+using http_internal::SuspendUnlessWoken;
 using http_internal::Wake;
 using http_internal::WakeOf;
 
@@ -49,7 +52,9 @@ MHD_Result AddHeaderIterator(void* cls, MHD_ValueKind, const char* key, const ch
 
 struct HttpTransport::Impl {
   explicit Impl(HttpTransport* owner)
-      : owner(owner), workers(std::max(1, owner->options_.worker_threads)) {}
+      : owner(owner),
+        workers(std::max(1, owner->options_.worker_threads)),
+        heads(std::chrono::seconds(owner->options_.header_timeout_seconds)) {}
 
   HttpTransport* owner;
   MHD_Daemon* daemon = nullptr;
@@ -61,13 +66,7 @@ struct HttpTransport::Impl {
   std::mutex registry_mutex;
   std::unordered_map<Exchange*, std::shared_ptr<Exchange>> registry;
 
-  // Every open connection's socket and since when it waits for a request head (max: it has one).
-  struct Head {
-    int fd = -1;
-    Clock::time_point since;
-  };
-  std::mutex heads_mutex;
-  std::unordered_map<MHD_Connection*, Head> heads;
+  HeadDeadlines heads;
 
   std::mutex monitor_mutex;
   std::condition_variable monitor_wake;
@@ -113,7 +112,7 @@ struct HttpTransport::Impl {
   static void OnCompleted(void* cls, MHD_Connection* connection, void** slot,
                           MHD_RequestTerminationCode toe) {
     auto* self = static_cast<Impl*>(cls);
-    self->WaitingForHead(connection, true);  // a keep-alive connection's next request
+    self->heads.Waiting(connection, true);  // a keep-alive connection's next request
     if (*slot == nullptr) return;
     std::shared_ptr<Exchange> x;
     {
@@ -132,10 +131,7 @@ struct HttpTransport::Impl {
       x->closed = true;
       std::swap(unanswered, x->result);
     }
-    if (unanswered) {
-      if (unanswered->pending != nullptr) unanswered->pending->Abandon(HttpAbandon::kShutdown);
-      if (unanswered->stream != nullptr) unanswered->stream->Abandon(HttpAbandon::kShutdown);
-    }
+    if (unanswered) AbandonResult(*unanswered, HttpAbandon::kShutdown);
     const Stage stage = x->stage.load();
     const bool unfinished =
         stage == Stage::kPending || stage == Stage::kWorking ||
@@ -150,37 +146,14 @@ struct HttpTransport::Impl {
     auto* self = static_cast<Impl*>(cls);
     const bool started = code == MHD_CONNECTION_NOTIFY_STARTED;
     self->owner->open_connections_ += started ? 1 : -1;
-    // libmicrohttpd closes the socket after this call: under the lock, the header deadline's
-    // shutdown never reaches a descriptor number already reused.
-    std::lock_guard<std::mutex> lock(self->heads_mutex);
+    // libmicrohttpd closes the socket after this call (HeadDeadlines relies on it).
     if (!started) {
-      self->heads.erase(connection);
+      self->heads.Closed(connection);
       return;
     }
     const MHD_ConnectionInfo* info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (info != nullptr) self->heads[connection] = {info->connect_fd, Clock::now()};
-  }
-
-  // The connection's request head is in (`waiting`: false) or it waits for the next one.
-  void WaitingForHead(MHD_Connection* connection, bool waiting) {
-    std::lock_guard<std::mutex> lock(heads_mutex);
-    auto it = heads.find(connection);
-    if (it != heads.end()) it->second.since = waiting ? Clock::now() : Clock::time_point::max();
-  }
-
-  // Shuts down the sockets of connections whose request head has not arrived within
-  // --http-header-timeout (slow-loris senders); libmicrohttpd then reads their end and closes.
-  void EnforceHeadDeadline() {
-    const auto deadline = Clock::now() - std::chrono::seconds(options().header_timeout_seconds);
-    std::lock_guard<std::mutex> lock(heads_mutex);
-    for (auto& [connection, head] : heads) {
-      if (head.since >= deadline) continue;
-      Log(LogLevel::kDebug, "HTTP: no request head within ", options().header_timeout_seconds,
-          " s: closing the connection");
-      shutdown(head.fd, SHUT_RDWR);
-      head.since = Clock::time_point::max();
-    }
+    if (info != nullptr) self->heads.Opened(connection, info->connect_fd);
   }
 
   static ssize_t OnStreamRead(void* cls, uint64_t /*pos*/, char* buffer, size_t max) {
@@ -211,7 +184,7 @@ struct HttpTransport::Impl {
   // Headers are in: register the exchange, route it, refuse it at once if the route says so.
   MHD_Result OnHeaders(MHD_Connection* connection, const char* url, const char* method,
                        void** slot) {
-    WaitingForHead(connection, false);
+    heads.Waiting(connection, false);
     if (owner->options_.tls.verify_clients() && !ClientCertificateVerified(connection)) {
       Log(LogLevel::kDebug, "HTTPS: a client without a certificate the CA signed: closing");
       return MHD_NO;
@@ -341,31 +314,14 @@ struct HttpTransport::Impl {
       if (!dropped) x->result = std::move(result);
     }
     if (dropped) {
-      if (result.pending != nullptr) result.pending->Abandon(HttpAbandon::kShutdown);
-      if (result.stream != nullptr) result.stream->Abandon(HttpAbandon::kShutdown);
+      AbandonResult(result, HttpAbandon::kShutdown);
       return;
     }
     Wake(*x);
   }
 
-  // Suspends the connection until a wake, unless a wake came since the last look (or the
-  // transport stops): then false, and the caller looks again.
-  bool SuspendUnlessWoken(Exchange& x) {
-    std::lock_guard<std::mutex> lock(x.mutex);
-    if (x.woken || stopping) {
-      x.woken = false;
-      return false;
-    }
-    x.suspended = true;
-    MHD_suspend_connection(x.connection);
-    return true;
-  }
-
   MHD_Result Answer(Exchange& x, HttpResult result) {
-    if (abandoned_all) {
-      if (result.pending != nullptr) result.pending->Abandon(HttpAbandon::kShutdown);
-      if (result.stream != nullptr) result.stream->Abandon(HttpAbandon::kShutdown);
-    }
+    if (abandoned_all) AbandonResult(result, HttpAbandon::kShutdown);
     if (result.stream != nullptr) {
       x.stream = std::move(result.stream);
       x.stage = Stage::kStreaming;
@@ -415,17 +371,8 @@ struct HttpTransport::Impl {
       }
       if (x.client_gone || *x.stopping) return MHD_CONTENT_READER_END_WITH_ERROR;
       if (!x.stream->Read(&x.out)) x.stream_ended = true;
-      if (x.out.empty() && !x.stream_ended) {
-        std::lock_guard<std::mutex> lock(x.mutex);
-        if (*x.stopping) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (x.woken) {
-          x.woken = false;
-          continue;
-        }
-        x.suspended = true;
-        MHD_suspend_connection(x.connection);
-        return 0;
-      }
+      // Nothing yet: suspended until a wake (or, woken meanwhile or stopping, look again).
+      if (x.out.empty() && !x.stream_ended && SuspendUnlessWoken(x)) return 0;
     }
   }
 
@@ -456,10 +403,7 @@ struct HttpTransport::Impl {
     std::vector<std::shared_ptr<Exchange>> out;
     std::lock_guard<std::mutex> lock(registry_mutex);
     for (const auto& [raw, x] : registry) {
-      const Stage stage = x->stage.load();
-      if ((stage == Stage::kPending || stage == Stage::kStreaming) && !x->client_gone) {
-        out.push_back(x);
-      }
+      if (AnswerInProgress(*x)) out.push_back(x);
     }
     return out;
   }
@@ -470,7 +414,7 @@ struct HttpTransport::Impl {
     while (!monitor_wake.wait_for(lock, kMonitorPeriod, [&] { return monitor_stop; })) {
       lock.unlock();
       if (Clock::now() >= next_head_check) {
-        EnforceHeadDeadline();
+        heads.ShutDownLate();
         next_head_check = Clock::now() + std::chrono::seconds(1);
       }
       std::vector<std::shared_ptr<Exchange>> waiting;
@@ -479,11 +423,7 @@ struct HttpTransport::Impl {
         // Polled under the registry's lock: an exchange still registered has its socket open.
         std::lock_guard<std::mutex> registry_lock(registry_mutex);
         for (const auto& [raw, x] : registry) {
-          const Stage stage = x->stage.load();
-          if ((stage != Stage::kPending && stage != Stage::kStreaming) || x->client_gone ||
-              x->fd < 0) {
-            continue;
-          }
+          if (!AnswerInProgress(*x) || x->fd < 0) continue;
           waiting.push_back(x);
           fds.push_back(pollfd{.fd = x->fd, .events = POLLRDHUP, .revents = 0});
         }
