@@ -18,13 +18,7 @@ constexpr size_t kMaxRequestBytes = size_t{64} << 20;
 using json = nlohmann::ordered_json;
 
 HttpTransportOptions TransportOptions(const HttpServerOptions& options) {
-  HttpTransportOptions t;
-  t.event_threads = options.event_threads;
-  t.worker_threads = options.worker_threads;
-  t.max_connections = options.max_connections;
-  t.max_connections_per_client = options.max_connections_per_client;
-  t.idle_timeout_seconds = options.idle_timeout_seconds;
-  t.header_timeout_seconds = options.header_timeout_seconds;
+  HttpTransportOptions t = options.connections;
   t.max_body_bytes = kMaxRequestBytes;
   t.tls = options.tls;
   return t;

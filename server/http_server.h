@@ -36,14 +36,9 @@ struct HttpServerOptions {
   RequestLimits limits;          // vocabulary, token and solver limits for request validation
   SolverOptions default_solver;  // fills in solver_tolerance / solver_max_iterations
   int64_t max_prompt_tokens = 1 << 20;  // longer prompts: 413
-  // Threads for routes that parse, tokenize or touch the disk (a stream holds none), and the
-  // connection limits and time-outs (server/http_transport.h).
-  int worker_threads = 16;
-  int event_threads = 2;
-  int max_connections = 16384;
-  int max_connections_per_client = 0;
-  int idle_timeout_seconds = 60;
-  int header_timeout_seconds = 60;
+  // Threads, connection limits and time-outs (server/http_transport.h); its body limit and TLS
+  // are set from this server's own (`tls` below, shared with gRPC).
+  HttpTransportOptions connections = {};
   int64_t created = 0;  // unix time reported by /v1/models
   // Keys the generation routes (/v1/...) and, unless open_metrics, /metrics require
   // (Authorization: Bearer); /health and /ready are always open (probes). No keys: all open.

@@ -363,8 +363,8 @@ absl::Status Serve(int argc, char** argv) {
   if (http_threads < 1 || http_threads > 1024) {
     return absl::InvalidArgumentError("--http-threads must be 1 to 1024");
   }
-  http_options.worker_threads = static_cast<int>(http_threads);
-  http_options.event_threads =
+  http_options.connections.worker_threads = static_cast<int>(http_threads);
+  http_options.connections.event_threads =
       std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8);
   ASSIGN_OR_RETURN(const int64_t max_connections, args.Int("http-max-connections", 16384));
   ASSIGN_OR_RETURN(const int64_t per_client, args.Int("http-max-connections-per-client", 0));
@@ -383,10 +383,10 @@ absl::Status Serve(int argc, char** argv) {
   if (header_timeout < 1 || header_timeout > 3600) {
     return absl::InvalidArgumentError("--http-header-timeout must be 1 to 3600 seconds");
   }
-  http_options.header_timeout_seconds = static_cast<int>(header_timeout);
-  http_options.max_connections = static_cast<int>(max_connections);
-  http_options.max_connections_per_client = static_cast<int>(per_client);
-  http_options.idle_timeout_seconds = static_cast<int>(idle_timeout);
+  http_options.connections.header_timeout_seconds = static_cast<int>(header_timeout);
+  http_options.connections.max_connections = static_cast<int>(max_connections);
+  http_options.connections.max_connections_per_client = static_cast<int>(per_client);
+  http_options.connections.idle_timeout_seconds = static_cast<int>(idle_timeout);
 
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> model_backend,
                    CreateBackendFromFlags(

@@ -42,7 +42,7 @@ class HttpServerTest : public ::testing::Test {
     options.limits.vocab_size = 512;
     options.limits.max_new_tokens = 1000;
     options.max_prompt_tokens = 100;
-    options.worker_threads = 16;
+    options.connections.worker_threads = 16;
     Configure(options);
     running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(),
                                                  &metrics_, options);
