@@ -171,63 +171,67 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
 
 namespace {
 
-CancelReason ReasonFor(HttpAbandon why) {
-  return why == HttpAbandon::kShutdown ? CancelReason::kShutdown : CancelReason::kClient;
-}
+// What a generation's answer holds while it is produced: its choices, the queue their events
+// arrive on, and its place among the active requests (drain waits for it). Its mutex orders the
+// event thread that reads it against the transport's monitor that may abandon it.
+struct Generation {
+  Generation(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
+             ActiveRequests* active)
+      : choices(std::move(choices)), queue(std::move(queue)), guard(active) {}
+
+  // Cancels the unfinished choices; the caller holds `mutex`.
+  void AbandonLocked(HttpAbandon why, const char* kind) {
+    if (choices->finished()) return;
+    const bool shutdown = why == HttpAbandon::kShutdown;
+    Log(LogLevel::kDebug, kind, shutdown ? ": shutting down" : ": client gone",
+        ", cancelling its requests");
+    choices->Cancel(shutdown ? CancelReason::kShutdown : CancelReason::kClient);
+  }
+
+  std::mutex mutex;
+  std::shared_ptr<ChoiceSet> choices;
+  std::shared_ptr<EventQueue> queue;
+  ActiveRequests::Guard guard;
+};
 
 // The answer of a non-streaming request: one body once every choice has finished.
 class UnaryAnswer final : public PendingReply {
  public:
-  UnaryAnswer(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-              ActiveRequests* active)
-      : choices_(std::move(choices)), queue_(std::move(queue)), guard_(active) {}
+  explicit UnaryAnswer(std::unique_ptr<Generation> g) : g_(std::move(g)) {}
 
   std::optional<HttpReply> Poll() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const RequestEvent& event : queue_->Take()) choices_->ConsumeUnary(event);
-    if (!choices_->finished()) return std::nullopt;
-    if (!choices_->status().ok()) return ErrorReply(choices_->status());
-    return JsonReply(200, choices_->UnaryBody());
+    std::lock_guard<std::mutex> lock(g_->mutex);
+    for (const RequestEvent& event : g_->queue->Take()) g_->choices->ConsumeUnary(event);
+    if (!g_->choices->finished()) return std::nullopt;
+    if (!g_->choices->status().ok()) return ErrorReply(g_->choices->status());
+    return JsonReply(200, g_->choices->UnaryBody());
   }
   void Abandon(HttpAbandon why) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (choices_->finished()) return;
-    Log(LogLevel::kDebug, why == HttpAbandon::kShutdown ? "shutting down" : "client gone",
-        ": cancelling its requests");
-    choices_->Cancel(ReasonFor(why));
+    std::lock_guard<std::mutex> lock(g_->mutex);
+    g_->AbandonLocked(why, "request");
   }
 
  private:
-  std::mutex mutex_;  // Poll (an event thread) against Abandon (the transport's monitor)
-  std::shared_ptr<ChoiceSet> choices_;
-  std::shared_ptr<EventQueue> queue_;
-  ActiveRequests::Guard guard_;
+  std::unique_ptr<Generation> g_;
 };
 
 // The answer of a streaming request: server-sent events as the tokens come, then [DONE].
 class StreamedAnswer final : public StreamBody {
  public:
-  StreamedAnswer(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-                 ActiveRequests* active)
-      : choices_(std::move(choices)), queue_(std::move(queue)), guard_(active) {}
+  explicit StreamedAnswer(std::unique_ptr<Generation> g) : g_(std::move(g)) {}
 
   bool Read(std::string* out) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!choices_->done()) out->append(choices_->StreamBytes(queue_->Take()));
-    return !choices_->done();
+    std::lock_guard<std::mutex> lock(g_->mutex);
+    if (!g_->choices->done()) out->append(g_->choices->StreamBytes(g_->queue->Take()));
+    return !g_->choices->done();
   }
   void Abandon(HttpAbandon why) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (choices_->finished()) return;
-    Log(LogLevel::kDebug, "stream closed early: cancelling its requests");
-    choices_->Cancel(ReasonFor(why));
+    std::lock_guard<std::mutex> lock(g_->mutex);
+    g_->AbandonLocked(why, "stream");
   }
 
  private:
-  std::mutex mutex_;
-  std::shared_ptr<ChoiceSet> choices_;
-  std::shared_ptr<EventQueue> queue_;
-  ActiveRequests::Guard guard_;
+  std::unique_ptr<Generation> g_;
 };
 
 }  // namespace
@@ -265,12 +269,14 @@ HttpResult OpenAiHandler::Handle(ApiKind kind, const HttpRequest& request, const
       prepared->api.logprobs || prepared->api.return_token_ids || tokenizer_ == nullptr;
   HttpResult result;
   if (!prepared->api.stream) {
-    result.pending = std::make_shared<UnaryAnswer>(std::move(choices), std::move(queue), active_);
+    result.pending = std::make_shared<UnaryAnswer>(
+        std::make_unique<Generation>(std::move(choices), std::move(queue), active_));
     return result;
   }
   result.reply.content_type = "text/event-stream";
   result.reply.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  result.stream = std::make_shared<StreamedAnswer>(std::move(choices), std::move(queue), active_);
+  result.stream = std::make_shared<StreamedAnswer>(
+      std::make_unique<Generation>(std::move(choices), std::move(queue), active_));
   return result;
 }
 
