@@ -87,6 +87,9 @@ __device__ void WriteBlockResult(const PagedAttentionArgs& a, const float (*part
 // 128 and groups 1, 2, 4 and 8.
 template <int D, int G>
 cudaError_t LaunchTileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream);
+// Its fp8 form, on the tensor cores (paged_attention_fp8_tiles.cu), the same shapes.
+template <int D, int G>
+cudaError_t LaunchFp8TileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream);
 inline constexpr int kTile = 16;
 
 }  // namespace ridge::cuda::paged_attention_internal

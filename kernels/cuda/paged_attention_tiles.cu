@@ -1,18 +1,17 @@
 // The tile kernel of paged attention decode (kernels/cuda/paged_attention.h): full-attention
-// rows over bf16 or fp8 KV blocks, the loads streamed through shared memory by cp.async.
+// rows over bf16 KV blocks, the loads streamed through shared memory by cp.async (fp8 blocks go
+// to the tensor-core form of it, paged_attention_fp8_tiles.cu).
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 
-#include "kernels/cuda/fp8_kv.h"
 #include "kernels/cuda/paged_attention_common.cuh"
 
 namespace ridge::cuda::paged_attention_internal {
 namespace {
 
 // Full attention over KV blocks whose size is a multiple of kTile: a warp takes a tile of 16
-// consecutive keys of one block at a time (4 KB of keys and 4 KB of values at head_dim 128 in
-// bf16, half that in fp8, each contiguous). Lane pair (2t, 2t + 1) scores key t (interleaved
+// consecutive keys of one block at a time (4 KB of keys and 4 KB of values at head_dim 128, each
+// contiguous). Lane pair (2t, 2t + 1) scores key t (interleaved
 // halves of its 16-byte pieces, the query from shared memory); for the values, lane l owns
 // dimensions [l * D/32, (l + 1) * D/32) of every key of the tile. Each warp streams its tiles
 // through a ring of kStages shared-memory stages by cp.async, kStages - 1 tiles ahead of the one
@@ -20,64 +19,43 @@ namespace {
 // work with register loads read 2.95 TB/s against this kernel's 4.23, tools/bench/RESULTS.md).
 // Keys are stored with their 16-byte pieces swizzled (SwizzledPiece) so that the lane pairs
 // reading four keys' interleaved pieces at once hit distinct banks; values are read a row per
-// warp, conflict-free. In fp8 the tile's scales come along: a key's scale multiplies its score,
-// a value's its row. After the loop the stages hold the warps' partial results.
+// warp, conflict-free. After the loop the stages hold the warps' partial results.
 constexpr int kStages = 3;
 
-template <int D, bool kFp8>
+template <int D>
 struct TileShape {
-  static constexpr int kRowVecs = D * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a key
+  static constexpr int kRowVecs = D * 2 / 16;  // 16-byte pieces of a key
   static constexpr int kTileVecs = kTile * kRowVecs;
-  static constexpr int kScaleVecs = kFp8 ? 2 * kTile * 4 / 16 : 0;  // keys' then values' scales
-  static constexpr int kStageVecs = 2 * kTileVecs + kScaleVecs;
+  static constexpr int kStageVecs = 2 * kTileVecs;
 };
 
-template <int D, int G, bool kFp8>
+template <int D, int G>
 constexpr int TileSharedBytes() {
-  constexpr int stages = kWarps * kStages * TileShape<D, kFp8>::kStageVecs * 16;
+  constexpr int stages = kWarps * kStages * TileShape<D>::kStageVecs * 16;
   constexpr int results = kWarps * G * (D + 2) * 4;
   return stages > results ? stages : results;
 }
 
-// Where piece v of key t of a tile lies in its stage row: the four keys a quarter warp reads at
-// once land on distinct banks (rows of 256 or 128 bytes: v ^ 2 (t % 4); rows of 64: two rows a
-// bank line, v ^ 2 ((t / 2) % 2)).
+// Where piece v of key t of a tile lies in its stage row (rows of 256 or 128 bytes): the four
+// keys a quarter warp reads at once land on distinct banks.
 template <int kRowVecs>
 __device__ __forceinline__ int SwizzledPiece(int t, int v) {
-  if constexpr (kRowVecs >= 8) {
-    return v ^ ((t & 3) << 1);
-  } else {
-    return v ^ (((t >> 1) & 1) << 1);
-  }
+  static_assert(kRowVecs >= 8);
+  return v ^ ((t & 3) << 1);
 }
 
-template <int D, bool kFp8>
+template <int D>
 __device__ __forceinline__ void IssueTileCopies(const PagedAttentionArgs& a, int32_t block,
                                                 int kv_head, int64_t first_in_block, uint4* stage,
                                                 int lane) {
-  using Shape = TileShape<D, kFp8>;
-  const uint4* keys;
-  const uint4* values;
-  if constexpr (kFp8) {
-    const Fp8KvPart part = Fp8PartOf(a.paged, block, a.kv_heads, D);
-    const int64_t at = static_cast<int64_t>(kv_head) * a.paged.block_size + first_in_block;
-    keys = reinterpret_cast<const uint4*>(part.keys + at * D);
-    values = reinterpret_cast<const uint4*>(part.keys + part.values_offset + at * D);
-    if (lane < Shape::kScaleVecs) {
-      const float* scales = part.key_scales +
-                            (lane >= Shape::kScaleVecs / 2 ? part.scales_offset : 0) + at +
-                            (lane % (Shape::kScaleVecs / 2)) * 4;
-      __pipeline_memcpy_async(stage + 2 * Shape::kTileVecs + lane, scales, 16);
-    }
-  } else {
-    const __nv_bfloat16* base =
-        static_cast<const __nv_bfloat16*>(a.paged.cache) + block * a.paged.block_elements +
-        a.paged.layer_offset +
-        (static_cast<int64_t>(kv_head) * a.paged.block_size + first_in_block) * D;
-    keys = reinterpret_cast<const uint4*>(base);
-    values = reinterpret_cast<const uint4*>(base + static_cast<int64_t>(a.kv_heads) *
-                                                       a.paged.block_size * D);
-  }
+  using Shape = TileShape<D>;
+  const __nv_bfloat16* base =
+      static_cast<const __nv_bfloat16*>(a.paged.cache) + block * a.paged.block_elements +
+      a.paged.layer_offset +
+      (static_cast<int64_t>(kv_head) * a.paged.block_size + first_in_block) * D;
+  const uint4* keys = reinterpret_cast<const uint4*>(base);
+  const uint4* values = reinterpret_cast<const uint4*>(base + static_cast<int64_t>(a.kv_heads) *
+                                                                  a.paged.block_size * D);
 #pragma unroll
   for (int j = lane; j < Shape::kTileVecs; j += 32) {
     const int t = j / Shape::kRowVecs, v = j % Shape::kRowVecs;
@@ -88,44 +66,29 @@ __device__ __forceinline__ void IssueTileCopies(const PagedAttentionArgs& a, int
 }
 
 // The kValueDims values lane `lane` owns of key t of a staged tile, as floats.
-template <int D, bool kFp8>
+template <int D>
 __device__ __forceinline__ void StagedValues(const uint4* stage_values, int t, int lane,
                                              float* value) {
   constexpr int kValueDims = D / 32;
-  if constexpr (kFp8) {
-    const uint8_t* row = reinterpret_cast<const uint8_t*>(stage_values) + t * D + lane * kValueDims;
+  const __nv_bfloat16* row =
+      reinterpret_cast<const __nv_bfloat16*>(stage_values) + t * D + lane * kValueDims;
 #pragma unroll
-    for (int j = 0; j < kValueDims; j += 2) {
-      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-          *reinterpret_cast<const __nv_fp8x2_storage_t*>(row + j), __NV_E4M3);
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-      value[j] = f.x;
-      value[j + 1] = f.y;
-    }
-  } else {
-    const __nv_bfloat16* row =
-        reinterpret_cast<const __nv_bfloat16*>(stage_values) + t * D + lane * kValueDims;
-#pragma unroll
-    for (int j = 0; j < kValueDims; j += 2) {
-      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(row + j));
-      value[j] = f.x;
-      value[j + 1] = f.y;
-    }
+  for (int j = 0; j < kValueDims; j += 2) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(row + j));
+    value[j] = f.x;
+    value[j + 1] = f.y;
   }
 }
 
-template <int D, int G, bool kFp8>
+template <int D, int G>
 __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAttentionArgs a) {
-  using Shape = TileShape<D, kFp8>;
+  using Shape = TileShape<D>;
   constexpr int kRowVecs = Shape::kRowVecs;
   constexpr int kKeyVecs = kRowVecs / 2;  // pieces a lane scores: every other one of its key
-  constexpr int kPieceDims = kFp8 ? 16 : 8;
-  constexpr int kValueDims = D / 32;  // 4 or 2
+  constexpr int kPieceDims = 8;           // bf16 elements of a 16-byte piece
+  constexpr int kValueDims = D / 32;      // 4 or 2
   extern __shared__ uint4 shared[];
-  // The query, scaled: fp32, or for fp8 keys fp16 (read as half2, a piece's products summed in
-  // fp16 eight at a time: half the shared-memory reads, which bound the fp8 kernel).
-  __shared__ __align__(16) float query[G][D];
-  __half(*query_h)[D] = reinterpret_cast<__half(*)[D]>(&query[0][0]);
+  __shared__ __align__(16) float query[G][D];  // scaled
 
   const int split = blockIdx.x, kv_head = blockIdx.y;
   const int r = a.row_list != nullptr ? a.row_list[blockIdx.z] : blockIdx.z;
@@ -142,8 +105,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
   const int64_t warp_first = first + warp * kTile;
   auto issue = [&](int64_t tile, int stage) {
     if (tile < end) {
-      IssueTileCopies<D, kFp8>(a, table[tile / bs], kv_head, tile % bs,
-                               ring + stage * Shape::kStageVecs, lane);
+      IssueTileCopies<D>(a, table[tile / bs], kv_head, tile % bs, ring + stage * Shape::kStageVecs,
+                         lane);
     }
     __pipeline_commit();  // an empty group where there is no tile keeps the count uniform
   };
@@ -152,12 +115,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
 
   const float* q_row = a.proj + static_cast<int64_t>(r) * a.proj_stride + kv_head * G * D;
   for (int i = threadIdx.x; i < G * D; i += 32 * kWarps) {
-    const float q = q_row[i] * a.scale * kLog2e;
-    if constexpr (kFp8) {
-      query_h[i / D][i % D] = __float2half(q);
-    } else {
-      query[i / D][i % D] = q;
-    }
+    query[i / D][i % D] = q_row[i] * a.scale * kLog2e;
   }
   __syncthreads();
 
@@ -176,7 +134,6 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
     __syncwarp();
     const uint4* key_rows = ring + stage * Shape::kStageVecs;
     const uint4* value_rows = key_rows + Shape::kTileVecs;
-    const float* scales = reinterpret_cast<const float*>(key_rows + 2 * Shape::kTileVecs);
     const bool valid = tile + key_in_tile < end;
     float p[G];
 #pragma unroll
@@ -186,44 +143,18 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
     for (int i = 0; i < kKeyVecs; ++i) {
       const int v = 2 * i + half;
       const uint4 piece = my_key[SwizzledPiece<kRowVecs>(key_in_tile, v)];
-      if constexpr (kFp8) {
-        const uint32_t words[4] = {piece.x, piece.y, piece.z, piece.w};
-        __half2 k2[8];
+      float k[kPieceDims];
+      LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&piece), k);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
-              static_cast<__nv_fp8x2_storage_t>(words[j / 2] >> (16 * (j % 2))), __NV_E4M3);
-          k2[j] = *reinterpret_cast<const __half2*>(&raw);
-        }
+      for (int h = 0; h < G; ++h) {
+        const float* qh = &query[h][v * kPieceDims];
 #pragma unroll
-        for (int h = 0; h < G; ++h) {
-          const uint4* q4 = reinterpret_cast<const uint4*>(&query_h[h][v * kPieceDims]);
-          const uint4 qa = q4[0], qb = q4[1];
-          const __half2* q2a = reinterpret_cast<const __half2*>(&qa);
-          const __half2* q2b = reinterpret_cast<const __half2*>(&qb);
-          __half2 sum = __hmul2(q2a[0], k2[0]);
-#pragma unroll
-          for (int j = 1; j < 4; ++j) sum = __hfma2(q2a[j], k2[j], sum);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) sum = __hfma2(q2b[j], k2[4 + j], sum);
-          const float2 f = __half22float2(sum);
-          p[h] += f.x + f.y;
-        }
-      } else {
-        float k[kPieceDims];
-        LoadBf16x8(reinterpret_cast<const __nv_bfloat16*>(&piece), k);
-#pragma unroll
-        for (int h = 0; h < G; ++h) {
-          const float* qh = &query[h][v * kPieceDims];
-#pragma unroll
-          for (int e = 0; e < kPieceDims; ++e) p[h] += qh[e] * k[e];
-        }
+        for (int e = 0; e < kPieceDims; ++e) p[h] += qh[e] * k[e];
       }
     }
-    const float key_scale = kFp8 ? scales[key_in_tile] : 1.0f;
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      const float dot = (p[h] + __shfl_xor_sync(0xffffffffu, p[h], 1)) * key_scale;
+      const float dot = p[h] + __shfl_xor_sync(0xffffffffu, p[h], 1);
       const float score = valid ? dot : -INFINITY;
       float tile_max = score;
 #pragma unroll
@@ -246,12 +177,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
       float value[kValueDims];
-      StagedValues<D, kFp8>(value_rows, t, lane, value);
-      if constexpr (kFp8) {
-        const float value_scale = scales[kTile + t];
-#pragma unroll
-        for (int j = 0; j < kValueDims; ++j) value[j] *= value_scale;
-      }
+      StagedValues<D>(value_rows, t, lane, value);
 #pragma unroll
       for (int h = 0; h < G; ++h) {
         const float pt = __shfl_sync(0xffffffffu, p[h], 2 * t);
@@ -280,13 +206,13 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
   WriteBlockResult<D, G, kWarps>(a, warp_max, warp_sum, warp_acc, r, kv_head, split);
 }
 
-template <int D, int G, bool kFp8>
+template <int D, int G>
 cudaError_t LaunchTiles(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr int kShared = TileSharedBytes<D, G, kFp8>();
+  constexpr int kShared = TileSharedBytes<D, G>();
   static const cudaError_t configured = cudaFuncSetAttribute(
-      TileAttentionKernel<D, G, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+      TileAttentionKernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
   if (configured != cudaSuccess) return configured;
-  TileAttentionKernel<D, G, kFp8><<<grid, 32 * kWarps, kShared, stream>>>(a);
+  TileAttentionKernel<D, G><<<grid, 32 * kWarps, kShared, stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -294,8 +220,8 @@ cudaError_t LaunchTiles(const PagedAttentionArgs& a, dim3 grid, cudaStream_t str
 
 template <int D, int G>
 cudaError_t LaunchTileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
-  return a.paged.fp8 ? LaunchTiles<D, G, true>(a, grid, stream)
-                     : LaunchTiles<D, G, false>(a, grid, stream);
+  return a.paged.fp8 ? LaunchFp8TileAttention<D, G>(a, grid, stream)
+                     : LaunchTiles<D, G>(a, grid, stream);
 }
 
 template cudaError_t LaunchTileAttention<64, 1>(const PagedAttentionArgs&, dim3, cudaStream_t);
