@@ -3,7 +3,8 @@
 // spec's L2 norms, gates, o_norm and output gate around it: head sizes 64 and 128, odd batch
 // sizes, GQA expansions (q, k and v heads fewer than the expanded heads), one to 17 tokens per
 // sequence, slots out of order, tolerance 0 / 1e-3 / 1e-6, caps of 1 and 30 iterations, num_iter
-// 0 (no solve), states that went through many tokens and a state of zeros; outputs, the states
+// 0 (no solve), states that went through many tokens and a state of zeros, sequences without
+// tokens, more (sequence, head) pairs than the persistent grid has blocks; outputs, the states
 // written back and the solver counters. Skips without a GPU.
 #include "kernels/cuda/gka_recurrence.h"
 
@@ -244,7 +245,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GkaRecurrenceTest,
                                            Case{64, 7, 3, 3, 3, 1, 30, 0.0f, true, 20},
                                            Case{64, 2, 4, 4, 1, 3, 1, 0.0f, true, 5},
                                            Case{64, 3, 2, 1, 1, 16, 30, 1e-3f, true, 0},
-                                           Case{128, 2, 2, 2, 1, 2, 30, 0.0f, false, 6}),
+                                           Case{128, 2, 2, 2, 1, 2, 30, 0.0f, false, 6},
+                                           // More (sequence, head) items than resident blocks:
+                                           // each block pipelines several; with tokens 0, even
+                                           // sequences have none.
+                                           Case{128, 41, 8, 4, 2, 1, 30, 0.0f, true, 10},
+                                           Case{128, 45, 8, 4, 2, 0, 30, 1e-3f, true, 10},
+                                           Case{64, 150, 4, 2, 2, 0, 10, 0.0f, true, 8}),
                          Name);
 
 }  // namespace
