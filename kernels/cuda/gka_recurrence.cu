@@ -1,7 +1,9 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdint>
 
+#include "kernels/cuda/gka_chunked_prefill.h"
 #include "kernels/cuda/gka_recurrence.h"
 
 namespace ridge::cuda {
@@ -64,8 +66,10 @@ __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 // Two blocks an SM: Hs in registers takes 128 of each thread's (at 170 registers, one block an
 // SM ran 1.24x slower; tools/bench/RESULTS.md).
+// Sequences with `chunked_from` tokens or more are the chunked kernel's.
 template <int D>
-__global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArgs a) {
+__global__ void __launch_bounds__(2 * D, 2)
+    GkaRecurrenceKernel(GkaRecurrenceArgs a, int32_t chunked_from) {
   constexpr int kThreads = 2 * D, kHalf = D / 2;
   __shared__ float key[D], value[D], query[D], readout[D];
   __shared__ __align__(16) float xs[2][D];
@@ -76,7 +80,7 @@ __global__ void __launch_bounds__(2 * D, 2) GkaRecurrenceKernel(GkaRecurrenceArg
   const int t = threadIdx.x, row = t >> 1, half = t & 1;
   const int64_t pair = static_cast<int64_t>(seq) * a.counters_stride + head;
   const int32_t first_row = a.sequences.row_begin[seq], tokens = a.sequences.row_count[seq];
-  if (tokens == 0) return;
+  if (tokens == 0 || tokens >= chunked_from) return;
   float* hs = a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
               static_cast<int64_t>(head) * D * D;
   float* ss = hs + static_cast<int64_t>(a.heads) * D * D;
@@ -252,10 +256,15 @@ cudaError_t LaunchGkaRecurrence(const GkaRecurrenceArgs& args, cudaStream_t stre
   if (!IsGkaHeadDim(args.head_dim)) return cudaErrorInvalidValue;
   const int blocks = args.num_sequences * args.heads;
   if (blocks == 0) return cudaSuccess;
+  int32_t chunked_from = INT32_MAX;
+  if (GkaChunkedPrefillTakes(args)) {
+    if (const cudaError_t e = LaunchGkaChunkedPrefill(args, stream); e != cudaSuccess) return e;
+    chunked_from = kChunkedFromTokens;
+  }
   if (args.head_dim == 64) {
-    GkaRecurrenceKernel<64><<<blocks, 128, 0, stream>>>(args);
+    GkaRecurrenceKernel<64><<<blocks, 128, 0, stream>>>(args, chunked_from);
   } else {
-    GkaRecurrenceKernel<128><<<blocks, 256, 0, stream>>>(args);
+    GkaRecurrenceKernel<128><<<blocks, 256, 0, stream>>>(args, chunked_from);
   }
   return cudaGetLastError();
 }

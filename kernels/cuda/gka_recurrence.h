@@ -12,6 +12,10 @@
 // registers and one barrier, and Hs is read and written once per step; Ss streams through once
 // per token (a column a thread, so a warp's loads are one 128-byte line).
 //
+// Sequences of a step with many tokens (prompt pieces) go instead through the chunked kernel
+// (gka_chunked_prefill.h), which solves a chunk's tokens together; LaunchGkaRecurrence launches
+// both when a step has both kinds.
+//
 // Plain C++ header: host code compiled without nvcc includes it.
 #pragma once
 
@@ -36,7 +40,11 @@ struct GkaSequences {
 struct GkaRecurrenceArgs {
   int32_t num_sequences = 0;
   int32_t q_heads = 0, k_heads = 0, v_heads = 0;
-  int32_t heads = 0;     // expanded heads Hx (a multiple of each of the above)
+  int32_t heads = 0;  // expanded heads Hx (a multiple of each of the above)
+  // The most tokens any sequence has in the step (0: not known, every sequence token by token).
+  // With head_dim 128, sequences of at least kChunkedFromTokens (gka_chunked_prefill.h) run in
+  // chunks.
+  int32_t max_tokens = 0;
   int32_t head_dim = 0;  // 64 or 128
   GkaSequences sequences;
   // [rows, qkv_stride]: q [Hq*D], k [Hk*D], v [Hv*D] after the convolution and SiLU.

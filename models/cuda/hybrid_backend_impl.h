@@ -109,6 +109,7 @@ struct CudaHybridBackend::Impl {
     int64_t num_prefill_tiles = 0, num_decode_rows = 0;
     int64_t max_keys = 0;         // the most keys any row of the step attends to
     int64_t max_decode_keys = 0;  // the same over the decode rows
+    int64_t max_tokens = 0;       // the most tokens any sequence has
   };
   enum class Output { kLogits, kGreedy, kSampled };
   // How an attention layer's split-keys kernel splits its rows' keys in a step (rows 0: the

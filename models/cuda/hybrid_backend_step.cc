@@ -136,6 +136,7 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
   for (const SlotChunk& chunk : chunks) {
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
     t.rows += n;
+    t.max_tokens = std::max(t.max_tokens, n);
     const int64_t end = positions[chunk.slot] + n;
     blocks += kv.BlocksFor(end);
     t.max_keys = std::max(t.max_keys, end);
@@ -352,6 +353,7 @@ absl::Status CudaHybridBackend::Impl::EnqueueGka(const DeviceGkaLayer& layer, co
   r.v_heads = static_cast<int32_t>(g.v_heads);
   r.heads = static_cast<int32_t>(hx);
   r.head_dim = static_cast<int32_t>(d);
+  r.max_tokens = static_cast<int32_t>(t.max_tokens);
   r.sequences = {DeviceTable(t.row_begin), DeviceTable(t.row_count), DeviceTable(t.slot),
                  reinterpret_cast<const float*>(DeviceTable(t.tolerance)),
                  DeviceTable(t.max_iterations)};

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -132,6 +133,7 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   args.v_heads = kh;
   args.heads = hx;
   args.head_dim = d;
+  args.max_tokens = *std::max_element(row_count.begin(), row_count.end());
   args.sequences = {d_begin.get(), d_count.get(), d_slot.get(), d_tol.get(), d_max.get()};
   args.qkv = d_qkv.get();
   args.qkv_stride = width;
@@ -251,7 +253,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GkaRecurrenceTest,
                                            // sequences have none.
                                            Case{128, 41, 8, 4, 2, 1, 30, 0.0f, true, 10},
                                            Case{128, 45, 8, 4, 2, 0, 30, 1e-3f, true, 10},
-                                           Case{64, 150, 4, 2, 2, 0, 10, 0.0f, true, 8}),
+                                           Case{64, 150, 4, 2, 2, 0, 10, 0.0f, true, 8},
+                                           // Prompt pieces through the chunked kernel (head_dim
+                                           // 128, >= 16 tokens): whole and partial chunks of 32,
+                                           // beside shorter sequences token by token.
+                                           Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5},
+                                           Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0},
+                                           Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30},
+                                           Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6}),
                          Name);
 
 }  // namespace

@@ -7,6 +7,7 @@
 //
 //   gka_kernel_bench [--batches 64,96] [--iterations 30,10,1] [--heads 32] [--head-dim 128]
 //                    [--repeats 50] [--tokens 1 (a prompt piece per sequence: per-token time)]
+//                    [--token-by-token 1 (prompt pieces without the chunked kernel)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,7 +39,7 @@ double Anchor(int batch, int iterations) {
 
 int main(int argc, char** argv) {
   std::vector<int> batches = {64, 96}, iteration_list = {30, 10, 1};
-  int heads = 32, d = 128, repeats = 50, tokens = 1;
+  int heads = 32, d = 128, repeats = 50, tokens = 1, token_by_token = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--batches")
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
       d = std::atoi(argv[i + 1]);
     else if (flag == "--tokens")
       tokens = std::atoi(argv[i + 1]);
+    else if (flag == "--token-by-token")
+      token_by_token = std::atoi(argv[i + 1]);
     else if (flag == "--repeats")
       repeats = std::atoi(argv[i + 1]);
     else {
@@ -64,9 +67,9 @@ int main(int argc, char** argv) {
   }
   const double ceiling = CopyCeiling();
   std::printf(
-      "GKA recurrence kernel, %d heads x %d, %d token(s) a sequence, device copy "
+      "GKA recurrence kernel, %d heads x %d, %d token(s) a sequence%s, device copy "
       "ceiling %.3f TB/s\n",
-      heads, d, tokens, ceiling / 1e12);
+      heads, d, tokens, token_by_token != 0 ? " (token by token)" : "", ceiling / 1e12);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   for (const int batch : batches) {
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
     args.num_sequences = batch;
     args.q_heads = args.k_heads = args.v_heads = args.heads = heads;
     args.head_dim = d;
+    args.max_tokens = token_by_token != 0 ? 0 : tokens;
     args.sequences = {begin, count, slot, tol, max_it};
     args.qkv = d_qkv;
     args.qkv_stride = qkv_width;

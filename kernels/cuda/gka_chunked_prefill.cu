@@ -1,0 +1,475 @@
+// Gated KalmaNet's recurrence for prompt pieces, a chunk of kChunk tokens at a time
+// (kernels/cuda/gka_recurrence.h routes sequences with many tokens here). Within a chunk every
+// token's Gram matrix is the chunk-start state plus the chunk's keys so far,
+//   Hs_t = g_t Hs_0 + sum_{s <= t} w_st k~_s k~_s^T,   g_t = prod_{r <= t} decay_r,
+//   w_st = prod_{s < r <= t} decay_r = exp(L_t - L_s)   (L: the chunk's cumulative log decay),
+// so the Chebyshev iterations of all the chunk's tokens run together: each is one product with
+// Hs_0 for the whole chunk, K X^T and its transpose (spec section 4 per token, with each token's
+// own ||Hs_t||_F, ridge and stopping). ||Hs_t||_F^2 follows from
+//   ||Hs_t||^2 = decay_t^2 ||Hs_{t-1}||^2 + 2 decay_t k~_t^T Hs_{t-1} k~_t + ||k~_t||^4,
+// with k~_t^T Hs_{t-1} k~_t = g_{t-1} k~_t^T Hs_0 k~_t + sum_{s < t} w_s,t-1 (k~_s . k~_t)^2 (all
+// terms >= 0: no cancellation). The readouts use Ss_t the same way, and the chunk ends by
+// folding its keys and values into Hs and Ss. The whole state stays in shared memory for the
+// sequence's tokens; it is read and written once per step.
+//
+// One block of 256 threads per (sequence, head) with at least kChunkedFromTokens tokens; warp w
+// owns tokens 4w..4w+3 of a chunk and lane c their columns 4c..4c+3, so every per-token sum
+// (norms, residuals, o_norm) is a warp reduction and the iterations need two barriers each. The
+// products read shared memory as float4 (shared-memory traffic bounds them). head_dim 128 only.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/dynamic_shared_memory.h"
+#include "kernels/cuda/gka_chunked_prefill.h"
+
+namespace ridge::cuda {
+namespace {
+
+constexpr int D = 128;
+constexpr int kChunk = 32;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kTokensPerWarp = kChunk / kWarps;  // 4
+constexpr int kColumns = D / 32;                 // a lane's columns: 4 c .. 4 c + 3
+// Token rows are padded to D + 4 floats: rows stay 16-byte aligned, and lanes t = 0..7 reading
+// float4 i of rows t hit distinct banks.
+constexpr int kStride = D + 4;
+constexpr int kPairStride = kChunk + 4;
+constexpr float kSmallestFrobenius = 1e-30f;  // as kernels/gka_step.cc
+constexpr float kL2NormEps = 1e-6f, kBetaEps = 1e-6f;
+
+struct ChunkShared {
+  float hs[D * D], ss[D * D];  // the state, [row][column]
+  // The chunk's tokens, [token][column] (kStride apart): k~ = beta k/|k|, v~ = beta v, q/|q|, and
+  // the iterate x (then the readout).
+  float key[kChunk * kStride], value[kChunk * kStride], query[kChunk * kStride],
+      x[kChunk * kStride];
+  float pair[kChunk * kPairStride];    // w_st (k~_s . x_t), s <= t
+  float gram[kChunk * kPairStride];    // k~_s . k~_t
+  float weight[kChunk * kPairStride];  // w_st, 0 for s > t
+  float log_decay[kChunk], cumulative[kChunk], alpha[kChunk], u[kChunk];
+  float lam[kChunk], step[kChunk], r4[kChunk];
+  int solve[kChunk];  // ||Hs_t||_F above kSmallestFrobenius
+  int iterations[kChunk], capped[kChunk];
+  float residual[kChunk];
+  double partial[kWarps];
+};
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ double WarpSum(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__device__ __forceinline__ float4 Load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ __forceinline__ void Store4(float* p, const float (&v)[kColumns]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ float Dot4(float4 a, float4 b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+// out[u][m] = sum_i rows[t][i] matrix[i][4c + m] for this warp's tokens t = 4w + u: the tokens'
+// rows times a D x D matrix (Hs_0 x, as Hs is symmetric, or r^T Ss_0).
+__device__ __forceinline__ void RowsTimesMatrix(const float* rows, const float* matrix, int warp,
+                                                int lane, float (&out)[kTokensPerWarp][kColumns]) {
+#pragma unroll
+  for (int u = 0; u < kTokensPerWarp; ++u) {
+#pragma unroll
+    for (int m = 0; m < kColumns; ++m) out[u][m] = 0.0f;
+  }
+#pragma unroll 2
+  for (int i = 0; i < D; i += 4) {
+    float r[kTokensPerWarp][4];
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+      const float4 v = Load4(rows + (kTokensPerWarp * warp + u) * kStride + i);
+      r[u][0] = v.x, r[u][1] = v.y, r[u][2] = v.z, r[u][3] = v.w;
+    }
+#pragma unroll
+    for (int ii = 0; ii < 4; ++ii) {
+      const float4 m4 = Load4(matrix + (i + ii) * D + 4 * lane);
+      const float v[kColumns] = {m4.x, m4.y, m4.z, m4.w};
+#pragma unroll
+      for (int u = 0; u < kTokensPerWarp; ++u) {
+#pragma unroll
+        for (int m = 0; m < kColumns; ++m) out[u][m] += r[u][ii] * v[m];
+      }
+    }
+  }
+}
+
+// dots[v] = key[4w + v] . rows[lane] for v = 0..3: warp w takes keys s = 4w..4w+3, lane t.
+__device__ __forceinline__ void KeyDots(const ChunkShared& sh, const float* rows, int warp,
+                                        int lane, float (&dots)[kTokensPerWarp]) {
+#pragma unroll
+  for (int v = 0; v < kTokensPerWarp; ++v) dots[v] = 0.0f;
+#pragma unroll 4
+  for (int i = 0; i < D; i += 4) {
+    const float4 r = Load4(rows + lane * kStride + i);
+#pragma unroll
+    for (int v = 0; v < kTokensPerWarp; ++v) {
+      dots[v] += Dot4(Load4(sh.key + (kTokensPerWarp * warp + v) * kStride + i), r);
+    }
+  }
+}
+
+// pair[s][t] = weight[s][t] (key[s] . rows[t]) for s <= t.
+__device__ __forceinline__ void MaskedPairs(ChunkShared& sh, const float* rows, int warp,
+                                            int lane) {
+  float dots[kTokensPerWarp];
+  KeyDots(sh, rows, warp, lane, dots);
+#pragma unroll
+  for (int v = 0; v < kTokensPerWarp; ++v) {
+    const int s = kTokensPerWarp * warp + v;
+    sh.pair[s * kPairStride + lane] = sh.weight[s * kPairStride + lane] * dots[v];
+  }
+}
+
+// out[u][m] += sum_s pair[s][t] rows[s][4c + m] over the chunk's tokens s.
+__device__ __forceinline__ void AddPairsTimesRows(const ChunkShared& sh, const float* rows,
+                                                  int tokens, int warp, int lane,
+                                                  float (&out)[kTokensPerWarp][kColumns]) {
+  for (int s = 0; s < tokens; ++s) {
+    const float4 p4 = Load4(sh.pair + s * kPairStride + kTokensPerWarp * warp);
+    const float4 r4 = Load4(rows + s * kStride + 4 * lane);
+    const float p[kTokensPerWarp] = {p4.x, p4.y, p4.z, p4.w};
+    const float v[kColumns] = {r4.x, r4.y, r4.z, r4.w};
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) out[u][m] += p[u] * v[m];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurrenceArgs a) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  ChunkShared& sh = *reinterpret_cast<ChunkShared*>(shared_bytes);
+  const int seq = blockIdx.x / a.heads, head = blockIdx.x % a.heads;
+  const int32_t tokens = a.sequences.row_count[seq];
+  if (tokens < kChunkedFromTokens) return;  // the token-by-token kernel takes it
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int32_t first_row = a.sequences.row_begin[seq];
+  const int64_t pair_index = static_cast<int64_t>(seq) * a.counters_stride + head;
+  float* hs_slot = a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
+                   static_cast<int64_t>(head) * D * D;
+  float* ss_slot = hs_slot + static_cast<int64_t>(a.heads) * D * D;
+  const int q_column = (head / (a.heads / a.q_heads)) * D;
+  const int k_column = a.q_heads * D + (head / (a.heads / a.k_heads)) * D;
+  const int v_column = (a.q_heads + a.k_heads) * D + (head / (a.heads / a.v_heads)) * D;
+  const float b_bias = a.b_bias[head], alpha_bias = a.alpha_bias[head];
+  const float decay_rate = a.decay_rate[head], dt_bias = a.dt_bias[head];
+  const float tolerance = a.sequences.tolerance[seq];
+  const int max_iterations = a.sequences.max_iterations[seq];
+
+  for (int e = tid; e < D * D / 4; e += kThreads) {
+    reinterpret_cast<float4*>(sh.hs)[e] = reinterpret_cast<const float4*>(hs_slot)[e];
+    reinterpret_cast<float4*>(sh.ss)[e] = reinterpret_cast<const float4*>(ss_slot)[e];
+  }
+
+  for (int32_t chunk_first = 0; chunk_first < tokens; chunk_first += kChunk) {
+    const int n = min(kChunk, tokens - chunk_first);  // the chunk's tokens
+    // The chunk's q, k, v (normalised, gated) and gates; tokens past n are zeros.
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+      const int t = kTokensPerWarp * warp + u;
+      const bool valid = t < n;
+      const int64_t r = first_row + chunk_first + t;
+      const float* qkv = a.qkv + r * a.qkv_stride;
+      const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4 q4 = valid ? Load4(qkv + q_column + 4 * lane) : zero;
+      const float4 k4 = valid ? Load4(qkv + k_column + 4 * lane) : zero;
+      const float4 v4 = valid ? Load4(qkv + v_column + 4 * lane) : zero;
+      const float q2 = Dot4(q4, q4), k2 = Dot4(k4, k4);
+      const float q_scale = 1.0f / (sqrtf(WarpSum(q2)) + kL2NormEps);
+      const float k_scale = 1.0f / (sqrtf(WarpSum(k2)) + kL2NormEps);
+      float beta = 0.0f, alpha = 0.0f, log_decay = 0.0f;
+      if (valid) {
+        const float* proj = a.proj + r * a.proj_stride;
+        beta = Sigmoid(proj[a.b_column + head] + b_bias) + kBetaEps;
+        alpha = Sigmoid(proj[a.alpha_column + head] + alpha_bias);
+        log_decay = -decay_rate * Softplus(proj[a.a_column + head] + dt_bias);
+      }
+      const float key_scale = beta * k_scale;
+      const float key[kColumns] = {key_scale * k4.x, key_scale * k4.y, key_scale * k4.z,
+                                   key_scale * k4.w};
+      const float value[kColumns] = {beta * v4.x, beta * v4.y, beta * v4.z, beta * v4.w};
+      const float query[kColumns] = {q_scale * q4.x, q_scale * q4.y, q_scale * q4.z,
+                                     q_scale * q4.w};
+      Store4(sh.key + t * kStride + 4 * lane, key);
+      Store4(sh.value + t * kStride + 4 * lane, value);
+      Store4(sh.query + t * kStride + 4 * lane, query);
+      if (lane == 0) {
+        sh.log_decay[t] = log_decay;
+        sh.alpha[t] = alpha;
+      }
+    }
+    __syncthreads();
+    if (tid < 32) {  // L_t, a prefix sum over the chunk
+      float l = sh.log_decay[lane];
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const float before = __shfl_up_sync(0xffffffffu, l, offset);
+        if (lane >= offset) l += before;
+      }
+      sh.cumulative[lane] = l;
+    }
+    // ||Hs_0||_F^2 in double, as the CPU's step.
+    {
+      double squares = 0.0;
+      for (int e = tid; e < D * D; e += kThreads) squares += double(sh.hs[e]) * sh.hs[e];
+      squares = WarpSum(squares);
+      if (lane == 0) sh.partial[warp] = squares;
+    }
+    __syncthreads();
+    for (int e = tid; e < kChunk * kChunk; e += kThreads) {
+      const int s = e / kChunk, t = e % kChunk;
+      sh.weight[s * kPairStride + t] = s <= t ? expf(sh.cumulative[t] - sh.cumulative[s]) : 0.0f;
+    }
+    // gram[s][t] = k~_s . k~_t (warp w: s = 4w..4w+3, lane t), and u_t = k~_t^T Hs_0 k~_t.
+    {
+      float dot[kTokensPerWarp];
+      KeyDots(sh, sh.key, warp, lane, dot);
+#pragma unroll
+      for (int v = 0; v < kTokensPerWarp; ++v) {
+        sh.gram[(kTokensPerWarp * warp + v) * kPairStride + lane] = dot[v];
+      }
+      float hk[kTokensPerWarp][kColumns];
+      RowsTimesMatrix(sh.key, sh.hs, warp, lane, hk);
+#pragma unroll
+      for (int u = 0; u < kTokensPerWarp; ++u) {
+        const int t = kTokensPerWarp * warp + u;
+        float s = 0.0f;
+#pragma unroll
+        for (int m = 0; m < kColumns; ++m) s += hk[u][m] * sh.key[t * kStride + 4 * lane + m];
+        s = WarpSum(s);
+        if (lane == 0) sh.u[t] = s;
+      }
+    }
+    __syncthreads();
+    // ||Hs_t||_F for t = 0..n-1 (warp 0, a token at a time), then each token's solve constants.
+    if (warp == 0) {
+      double frobenius2 = 0.0;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) frobenius2 += sh.partial[w];
+      for (int t = 0; t < n; ++t) {
+        float term = 0.0f;
+        if (lane < t) {
+          const float g = sh.gram[lane * kPairStride + t];
+          term = sh.weight[lane * kPairStride + t - 1] * g * g;
+        }
+        const float previous_scale = t == 0 ? 1.0f : expf(sh.cumulative[t - 1]);
+        const double khk = double(previous_scale) * sh.u[t] + WarpSum(term);
+        const double decay = exp(double(sh.log_decay[t]));
+        const double kk = sh.gram[t * kPairStride + t];
+        frobenius2 = decay * decay * frobenius2 + 2.0 * decay * khk + kk * kk;
+        if (lane == 0) {
+          const float frobenius = static_cast<float>(sqrt(fmax(frobenius2, 0.0)));
+          const float lam = a.ridge_strength * frobenius;
+          const float half_ratio = frobenius / (2.0f * lam + frobenius) / 2.0f;
+          sh.solve[t] = a.solve && frobenius > kSmallestFrobenius;
+          sh.lam[t] = lam;
+          sh.step[t] = 2.0f / (2.0f * lam + frobenius);
+          sh.r4[t] = half_ratio * half_ratio;
+        }
+      }
+    }
+    __syncthreads();
+
+    // The Chebyshev solves of (Hs_t + lam_t I) x_t = q_t, all of the chunk's tokens together.
+    float q[kTokensPerWarp][kColumns], x[kTokensPerWarp][kColumns],
+        x_prev[kTokensPerWarp][kColumns];
+    float q_norm2[kTokensPerWarp], w_cheb[kTokensPerWarp], relative[kTokensPerWarp];
+    bool active[kTokensPerWarp];
+    int iterations[kTokensPerWarp];
+    bool capped[kTokensPerWarp];
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+      const int t = kTokensPerWarp * warp + u;
+      float q2 = 0.0f;
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) {
+        q[u][m] = sh.query[t * kStride + 4 * lane + m];
+        q2 += q[u][m] * q[u][m];
+        x[u][m] = t < n && sh.solve[t] ? sh.step[t] * q[u][m] : 0.0f;
+        x_prev[u][m] = 0.0f;
+      }
+      Store4(sh.x + t * kStride + 4 * lane, x[u]);
+      q_norm2[u] = WarpSum(q2);
+      w_cheb[u] = 2.0f;
+      relative[u] = 0.0f;
+      active[u] = t < n && sh.solve[t];
+      iterations[u] = 0;
+      capped[u] = false;
+    }
+    for (int iteration = 0;; ++iteration) {
+      bool mine = false;
+#pragma unroll
+      for (int u = 0; u < kTokensPerWarp; ++u) mine |= active[u];
+      if (!__syncthreads_or(mine)) break;  // x is in shared memory for everyone
+      float y[kTokensPerWarp][kColumns];
+      RowsTimesMatrix(sh.x, sh.hs, warp, lane, y);
+      MaskedPairs(sh, sh.x, warp, lane);
+      __syncthreads();
+#pragma unroll
+      for (int u = 0; u < kTokensPerWarp; ++u) {
+        const float g = expf(sh.cumulative[kTokensPerWarp * warp + u]);
+#pragma unroll
+        for (int m = 0; m < kColumns; ++m) y[u][m] *= g;
+      }
+      AddPairsTimesRows(sh, sh.key, n, warp, lane, y);
+#pragma unroll
+      for (int u = 0; u < kTokensPerWarp; ++u) {
+        const int t = kTokensPerWarp * warp + u;
+        if (!active[u]) continue;  // the same for the whole warp
+        float res[kColumns], r2 = 0.0f;
+#pragma unroll
+        for (int m = 0; m < kColumns; ++m) {
+          res[m] = y[u][m] + sh.lam[t] * x[u][m] - q[u][m];
+          r2 += res[m] * res[m];
+        }
+        const bool last = iteration == max_iterations;
+        if (tolerance > 0.0f || last) {
+          const float res2 = WarpSum(r2);
+          relative[u] = q_norm2[u] > 0.0f ? sqrtf(res2 / q_norm2[u]) : 0.0f;
+          if (tolerance > 0.0f && res2 <= tolerance * tolerance * q_norm2[u]) {
+            active[u] = false;
+            continue;
+          }
+          if (last) {
+            capped[u] = tolerance > 0.0f;
+            active[u] = false;
+            continue;
+          }
+        }
+        w_cheb[u] = 1.0f / (1.0f - sh.r4[t] * w_cheb[u]);
+#pragma unroll
+        for (int m = 0; m < kColumns; ++m) {
+          const float update = sh.step[t] * w_cheb[u] * res[m] + (w_cheb[u] - 1.0f) * x_prev[u][m];
+          x_prev[u][m] = x[u][m];
+          x[u][m] = w_cheb[u] * x[u][m] - update;
+        }
+        Store4(sh.x + t * kStride + 4 * lane, x[u]);
+        iterations[u] = iteration + 1;
+      }
+    }
+
+    // Readouts r_t = q + alpha (x - q) into x's place, then o_t = d^-0.5 Ss_t^T r_t.
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+      const int t = kTokensPerWarp * warp + u;
+      const float alpha = sh.alpha[t];
+      float r[kColumns];
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) {
+        r[m] = !a.solve      ? q[u][m]
+               : sh.solve[t] ? q[u][m] + alpha * (x[u][m] - q[u][m])
+                             : (1.0f - alpha) * q[u][m];
+      }
+      Store4(sh.x + t * kStride + 4 * lane, r);
+      if (lane == 0) {
+        sh.iterations[t] = iterations[u];
+        sh.capped[t] = capped[u];
+        sh.residual[t] = relative[u];
+      }
+    }
+    __syncthreads();
+    float o[kTokensPerWarp][kColumns];
+    RowsTimesMatrix(sh.x, sh.ss, warp, lane, o);
+    MaskedPairs(sh, sh.x, warp, lane);
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+      const float g = expf(sh.cumulative[kTokensPerWarp * warp + u]);
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) o[u][m] *= g;
+    }
+    AddPairsTimesRows(sh, sh.value, n, warp, lane, o);
+#pragma unroll
+    for (int u = 0; u < kTokensPerWarp; ++u) {
+      const int t = kTokensPerWarp * warp + u;
+      float o2 = 0.0f;
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) {
+        o[u][m] *= rsqrtf(static_cast<float>(D));
+        o2 += o[u][m] * o[u][m];
+      }
+      const float norm = rsqrtf(WarpSum(o2) / D + a.norm_eps);
+      if (t >= n) continue;
+      const int64_t r = first_row + chunk_first + t;
+      const float* proj = a.proj + r * a.proj_stride;
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) {
+        const int j = 4 * lane + m;
+        const float g = proj[a.g_column + head * D + j];
+        static_cast<__nv_bfloat16*>(a.out_bf16)[r * a.out_stride + head * D + j] =
+            __float2bfloat16(o[u][m] * norm * a.o_norm[j] * g * Sigmoid(g));
+      }
+    }
+    __syncthreads();  // every read of Hs_0, Ss_0 and the chunk's rows is done
+
+    // Hs and Ss to the chunk's end: g Hs_0 + sum_s w_s k~_s k~_s^T, likewise with v~. A thread
+    // keeps its column j of the chunk's keys and values; the keys weighted by w_s,n-1 go into
+    // q's place.
+    const float end_scale = expf(sh.cumulative[n - 1]);
+    for (int e = tid; e < kChunk * D; e += kThreads) {
+      const int s = e / D, i = e % D;
+      sh.query[s * kStride + i] =
+          s < n ? sh.weight[s * kPairStride + n - 1] * sh.key[s * kStride + i] : 0.0f;
+    }
+    {
+      const int j = tid % D;
+      float key_j[kChunk], value_j[kChunk];
+#pragma unroll
+      for (int s = 0; s < kChunk; ++s) {
+        key_j[s] = sh.key[s * kStride + j];
+        value_j[s] = sh.value[s * kStride + j];
+      }
+      __syncthreads();
+      for (int i = tid / D; i < D; i += kThreads / D) {
+        float h = end_scale * sh.hs[i * D + j], s_ij = end_scale * sh.ss[i * D + j];
+#pragma unroll
+        for (int s = 0; s < kChunk; ++s) {
+          const float weighted = sh.query[s * kStride + i];
+          h += weighted * key_j[s];
+          s_ij += weighted * value_j[s];
+        }
+        sh.hs[i * D + j] = h;
+        sh.ss[i * D + j] = s_ij;
+      }
+    }
+    if (tid == 0 && a.solve) {
+      for (int t = 0; t < n; ++t) {
+        a.counters[pair_index].Add(sh.iterations[t], sh.capped[t] != 0, sh.residual[t]);
+      }
+    }
+    __syncthreads();
+  }
+
+  for (int e = tid; e < D * D / 4; e += kThreads) {
+    reinterpret_cast<float4*>(hs_slot)[e] = reinterpret_cast<const float4*>(sh.hs)[e];
+    reinterpret_cast<float4*>(ss_slot)[e] = reinterpret_cast<const float4*>(sh.ss)[e];
+  }
+}
+
+}  // namespace
+
+bool GkaChunkedPrefillTakes(const GkaRecurrenceArgs& args) {
+  return args.head_dim == D && args.max_tokens >= kChunkedFromTokens;
+}
+
+cudaError_t LaunchGkaChunkedPrefill(const GkaRecurrenceArgs& args, cudaStream_t stream) {
+  const int blocks = args.num_sequences * args.heads;
+  if (blocks == 0) return cudaSuccess;
+  return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel, blocks, kThreads,
+                                       sizeof(ChunkShared), stream, args);
+}
+
+}  // namespace ridge::cuda
