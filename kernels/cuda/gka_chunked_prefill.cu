@@ -76,21 +76,22 @@ __device__ __forceinline__ float Dot4(float4 a, float4 b) {
   return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
 }
 
-// out[u][m] = sum_i rows[t][i] matrix[i][4c + m] for this warp's tokens t = 4w + u: the tokens'
-// rows times a D x D matrix (Hs_0 x, as Hs is symmetric, or r^T Ss_0).
-__device__ __forceinline__ void RowsTimesMatrix(const float* rows, const float* matrix, int warp,
-                                                int lane, float (&out)[kTokensPerWarp][kColumns]) {
+// out[u][m] = sum_i rows[first + u][i] matrix[i][4c + m] for a warp's kTpw tokens from `first`:
+// the tokens' rows times a D x D matrix (Hs_0 x, as Hs is symmetric, or r^T Ss_0).
+template <int kTpw>
+__device__ __forceinline__ void RowsTimesMatrix(const float* rows, const float* matrix, int first,
+                                                int lane, float (&out)[kTpw][kColumns]) {
 #pragma unroll
-  for (int u = 0; u < kTokensPerWarp; ++u) {
+  for (int u = 0; u < kTpw; ++u) {
 #pragma unroll
     for (int m = 0; m < kColumns; ++m) out[u][m] = 0.0f;
   }
 #pragma unroll 2
   for (int i = 0; i < D; i += 4) {
-    float r[kTokensPerWarp][4];
+    float r[kTpw][4];
 #pragma unroll
-    for (int u = 0; u < kTokensPerWarp; ++u) {
-      const float4 v = Load4(rows + (kTokensPerWarp * warp + u) * kStride + i);
+    for (int u = 0; u < kTpw; ++u) {
+      const float4 v = Load4(rows + (first + u) * kStride + i);
       r[u][0] = v.x, r[u][1] = v.y, r[u][2] = v.z, r[u][3] = v.w;
     }
 #pragma unroll
@@ -98,7 +99,7 @@ __device__ __forceinline__ void RowsTimesMatrix(const float* rows, const float* 
       const float4 m4 = Load4(matrix + (i + ii) * D + 4 * lane);
       const float v[kColumns] = {m4.x, m4.y, m4.z, m4.w};
 #pragma unroll
-      for (int u = 0; u < kTokensPerWarp; ++u) {
+      for (int u = 0; u < kTpw; ++u) {
 #pragma unroll
         for (int m = 0; m < kColumns; ++m) out[u][m] += r[u][ii] * v[m];
       }
@@ -121,42 +122,70 @@ __device__ __forceinline__ void KeyDots(const ChunkShared& sh, const float* rows
   }
 }
 
-// pair[s][t] = weight[s][t] (key[s] . rows[t]) for s <= t.
-__device__ __forceinline__ void MaskedPairs(ChunkShared& sh, const float* rows, int warp,
+// pair[s][t] = weight[s][t] (key[s] . rows[t]) for keys s = 4w..4w+3 and the block's kChunk / P
+// tokens t from `base`: lane (t - base) + (kChunk / P) j sums columns [j D/P, (j + 1) D/P), and
+// the P partial sums meet across lanes.
+template <int P>
+__device__ __forceinline__ void MaskedPairs(ChunkShared& sh, const float* rows, int base, int warp,
                                             int lane) {
-  float dots[kTokensPerWarp];
-  KeyDots(sh, rows, warp, lane, dots);
+  constexpr int kTokens = kChunk / P, kSpan = D / P;
+  const int t = base + lane % kTokens, first_column = (lane / kTokens) * kSpan;
+  float dots[kTokensPerWarp] = {};
+#pragma unroll 4
+  for (int i = first_column; i < first_column + kSpan; i += 4) {
+    const float4 r = Load4(rows + t * kStride + i);
 #pragma unroll
-  for (int v = 0; v < kTokensPerWarp; ++v) {
-    const int s = kTokensPerWarp * warp + v;
-    sh.pair[s * kPairStride + lane] = sh.weight[s * kPairStride + lane] * dots[v];
+    for (int v = 0; v < kTokensPerWarp; ++v) {
+      dots[v] += Dot4(Load4(sh.key + (kTokensPerWarp * warp + v) * kStride + i), r);
+    }
   }
-}
-
-// out[u][m] += sum_s pair[s][t] rows[s][4c + m] over the chunk's tokens s.
-__device__ __forceinline__ void AddPairsTimesRows(const ChunkShared& sh, const float* rows,
-                                                  int tokens, int warp, int lane,
-                                                  float (&out)[kTokensPerWarp][kColumns]) {
-  for (int s = 0; s < tokens; ++s) {
-    const float4 p4 = Load4(sh.pair + s * kPairStride + kTokensPerWarp * warp);
-    const float4 r4 = Load4(rows + s * kStride + 4 * lane);
-    const float p[kTokensPerWarp] = {p4.x, p4.y, p4.z, p4.w};
-    const float v[kColumns] = {r4.x, r4.y, r4.z, r4.w};
 #pragma unroll
-    for (int u = 0; u < kTokensPerWarp; ++u) {
+  for (int offset = kTokens; offset < 32; offset <<= 1) {
 #pragma unroll
-      for (int m = 0; m < kColumns; ++m) out[u][m] += p[u] * v[m];
+    for (int v = 0; v < kTokensPerWarp; ++v) {
+      dots[v] += __shfl_xor_sync(0xffffffffu, dots[v], offset);
+    }
+  }
+  if (lane < kTokens) {
+#pragma unroll
+    for (int v = 0; v < kTokensPerWarp; ++v) {
+      const int s = kTokensPerWarp * warp + v;
+      sh.pair[s * kPairStride + t] = sh.weight[s * kPairStride + t] * dots[v];
     }
   }
 }
 
+// out[u][m] += sum_s pair[s][first + u] rows[s][4c + m] over the chunk's tokens s.
+template <int kTpw>
+__device__ __forceinline__ void AddPairsTimesRows(const ChunkShared& sh, const float* rows,
+                                                  int tokens, int first, int lane,
+                                                  float (&out)[kTpw][kColumns]) {
+  for (int s = 0; s < tokens; ++s) {
+    const float4 r4 = Load4(rows + s * kStride + 4 * lane);
+    const float v[kColumns] = {r4.x, r4.y, r4.z, r4.w};
+#pragma unroll
+    for (int u = 0; u < kTpw; ++u) {
+      const float p = sh.pair[s * kPairStride + first + u];
+#pragma unroll
+      for (int m = 0; m < kColumns; ++m) out[u][m] += p * v[m];
+    }
+  }
+}
+
+// P blocks share a (sequence, head): each one solves and reads out kChunk / P of every chunk's
+// tokens (warp w: kTokensPerWarp / P of them) and repeats the rest (the chunk's keys, norms and
+// state update), so that a single prompt's heads fill more of the GPU; block 0 writes the state.
+template <int P>
 __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurrenceArgs a) {
+  constexpr int kTpw = kTokensPerWarp / P;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   ChunkShared& sh = *reinterpret_cast<ChunkShared*>(shared_bytes);
-  const int seq = blockIdx.x / a.heads, head = blockIdx.x % a.heads;
+  const int item = blockIdx.x / P, part = blockIdx.x % P;
+  const int seq = item / a.heads, head = item % a.heads;
   const int32_t tokens = a.sequences.row_count[seq];
   if (tokens < kChunkedFromTokens) return;  // the token-by-token kernel takes it
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int base = part * (kChunk / P), first = base + warp * kTpw;  // the block's, the warp's
   const int32_t first_row = a.sequences.row_begin[seq];
   const int64_t pair_index = static_cast<int64_t>(seq) * a.counters_stride + head;
   float* hs_slot = a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
@@ -242,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
         sh.gram[(kTokensPerWarp * warp + v) * kPairStride + lane] = dot[v];
       }
       float hk[kTokensPerWarp][kColumns];
-      RowsTimesMatrix(sh.key, sh.hs, warp, lane, hk);
+      RowsTimesMatrix<kTokensPerWarp>(sh.key, sh.hs, kTokensPerWarp * warp, lane, hk);
 #pragma unroll
       for (int u = 0; u < kTokensPerWarp; ++u) {
         const int t = kTokensPerWarp * warp + u;
@@ -284,15 +313,14 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
     __syncthreads();
 
     // The Chebyshev solves of (Hs_t + lam_t I) x_t = q_t, all of the chunk's tokens together.
-    float q[kTokensPerWarp][kColumns], x[kTokensPerWarp][kColumns],
-        x_prev[kTokensPerWarp][kColumns];
-    float q_norm2[kTokensPerWarp], w_cheb[kTokensPerWarp], relative[kTokensPerWarp];
-    bool active[kTokensPerWarp];
-    int iterations[kTokensPerWarp];
-    bool capped[kTokensPerWarp];
+    float q[kTpw][kColumns], x[kTpw][kColumns], x_prev[kTpw][kColumns];
+    float q_norm2[kTpw], w_cheb[kTpw], relative[kTpw];
+    bool active[kTpw];
+    int iterations[kTpw];
+    bool capped[kTpw];
 #pragma unroll
-    for (int u = 0; u < kTokensPerWarp; ++u) {
-      const int t = kTokensPerWarp * warp + u;
+    for (int u = 0; u < kTpw; ++u) {
+      const int t = first + u;
       float q2 = 0.0f;
 #pragma unroll
       for (int m = 0; m < kColumns; ++m) {
@@ -312,22 +340,22 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
     for (int iteration = 0;; ++iteration) {
       bool mine = false;
 #pragma unroll
-      for (int u = 0; u < kTokensPerWarp; ++u) mine |= active[u];
+      for (int u = 0; u < kTpw; ++u) mine |= active[u];
       if (!__syncthreads_or(mine)) break;  // x is in shared memory for everyone
-      float y[kTokensPerWarp][kColumns];
-      RowsTimesMatrix(sh.x, sh.hs, warp, lane, y);
-      MaskedPairs(sh, sh.x, warp, lane);
+      float y[kTpw][kColumns];
+      RowsTimesMatrix<kTpw>(sh.x, sh.hs, first, lane, y);
+      MaskedPairs<P>(sh, sh.x, base, warp, lane);
       __syncthreads();
 #pragma unroll
-      for (int u = 0; u < kTokensPerWarp; ++u) {
-        const float g = expf(sh.cumulative[kTokensPerWarp * warp + u]);
+      for (int u = 0; u < kTpw; ++u) {
+        const float g = expf(sh.cumulative[first + u]);
 #pragma unroll
         for (int m = 0; m < kColumns; ++m) y[u][m] *= g;
       }
-      AddPairsTimesRows(sh, sh.key, n, warp, lane, y);
+      AddPairsTimesRows<kTpw>(sh, sh.key, n, first, lane, y);
 #pragma unroll
-      for (int u = 0; u < kTokensPerWarp; ++u) {
-        const int t = kTokensPerWarp * warp + u;
+      for (int u = 0; u < kTpw; ++u) {
+        const int t = first + u;
         if (!active[u]) continue;  // the same for the whole warp
         float res[kColumns], r2 = 0.0f;
 #pragma unroll
@@ -363,8 +391,8 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
 
     // Readouts r_t = q + alpha (x - q) into x's place, then o_t = d^-0.5 Ss_t^T r_t.
 #pragma unroll
-    for (int u = 0; u < kTokensPerWarp; ++u) {
-      const int t = kTokensPerWarp * warp + u;
+    for (int u = 0; u < kTpw; ++u) {
+      const int t = first + u;
       const float alpha = sh.alpha[t];
       float r[kColumns];
 #pragma unroll
@@ -381,20 +409,20 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
       }
     }
     __syncthreads();
-    float o[kTokensPerWarp][kColumns];
-    RowsTimesMatrix(sh.x, sh.ss, warp, lane, o);
-    MaskedPairs(sh, sh.x, warp, lane);
+    float o[kTpw][kColumns];
+    RowsTimesMatrix<kTpw>(sh.x, sh.ss, first, lane, o);
+    MaskedPairs<P>(sh, sh.x, base, warp, lane);
     __syncthreads();
 #pragma unroll
-    for (int u = 0; u < kTokensPerWarp; ++u) {
-      const float g = expf(sh.cumulative[kTokensPerWarp * warp + u]);
+    for (int u = 0; u < kTpw; ++u) {
+      const float g = expf(sh.cumulative[first + u]);
 #pragma unroll
       for (int m = 0; m < kColumns; ++m) o[u][m] *= g;
     }
-    AddPairsTimesRows(sh, sh.value, n, warp, lane, o);
+    AddPairsTimesRows<kTpw>(sh, sh.value, n, first, lane, o);
 #pragma unroll
-    for (int u = 0; u < kTokensPerWarp; ++u) {
-      const int t = kTokensPerWarp * warp + u;
+    for (int u = 0; u < kTpw; ++u) {
+      const int t = first + u;
       float o2 = 0.0f;
 #pragma unroll
       for (int m = 0; m < kColumns; ++m) {
@@ -445,14 +473,19 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
         sh.ss[i * D + j] = s_ij;
       }
     }
-    if (tid == 0 && a.solve) {
-      for (int t = 0; t < n; ++t) {
-        a.counters[pair_index].Add(sh.iterations[t], sh.capped[t] != 0, sh.residual[t]);
+    if (tid == 0 && a.solve) {  // the block's tokens; the other blocks add theirs
+      for (int t = base; t < min(n, base + kChunk / P); ++t) {
+        if (P == 1) {
+          a.counters[pair_index].Add(sh.iterations[t], sh.capped[t] != 0, sh.residual[t]);
+        } else {
+          a.counters[pair_index].AtomicAdd(sh.iterations[t], sh.capped[t] != 0, sh.residual[t]);
+        }
       }
     }
     __syncthreads();
   }
 
+  if (part != 0) return;  // every block holds the same state: the first writes it
   for (int e = tid; e < D * D / 4; e += kThreads) {
     reinterpret_cast<float4*>(hs_slot)[e] = reinterpret_cast<const float4*>(sh.hs)[e];
     reinterpret_cast<float4*>(ss_slot)[e] = reinterpret_cast<const float4*>(sh.ss)[e];
@@ -466,9 +499,25 @@ bool GkaChunkedPrefillTakes(const GkaRecurrenceArgs& args) {
 }
 
 cudaError_t LaunchGkaChunkedPrefill(const GkaRecurrenceArgs& args, cudaStream_t stream) {
-  const int blocks = args.num_sequences * args.heads;
-  if (blocks == 0) return cudaSuccess;
-  return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel, blocks, kThreads,
+  const int items = args.num_sequences * args.heads;
+  if (items == 0) return cudaSuccess;
+  // Blocks a (sequence, head): as many (up to 4) as one wave of a block an SM holds.
+  int device = 0, sm_count = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (const cudaError_t e =
+          cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (4 * items <= sm_count) {
+    return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<4>, 4 * items, kThreads,
+                                         sizeof(ChunkShared), stream, args);
+  }
+  if (2 * items <= sm_count) {
+    return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<2>, 2 * items, kThreads,
+                                         sizeof(ChunkShared), stream, args);
+  }
+  return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<1>, items, kThreads,
                                        sizeof(ChunkShared), stream, args);
 }
 

@@ -34,6 +34,19 @@ struct SolveCounters {
     max_residual = relative_residual > max_residual ? relative_residual : max_residual;
 #endif
   }
+
+#ifdef __CUDACC__
+  // One solve, from any of several threads that share this entry.
+  __device__ void AtomicAdd(int32_t iterations, bool was_capped, float relative_residual) {
+    atomicAdd(&solves, 1);
+    atomicAdd(&total_iterations, iterations);
+    atomicMax(&max_iterations, iterations);
+    if (was_capped) atomicAdd(&capped, 1);
+    atomicAdd(&sum_residual, relative_residual);
+    // Residuals are >= 0, whose float bits order as integers do.
+    atomicMax(reinterpret_cast<int32_t*>(&max_residual), __float_as_int(relative_residual));
+  }
+#endif
 };
 
 }  // namespace ridge::cuda

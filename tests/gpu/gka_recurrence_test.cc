@@ -260,7 +260,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GkaRecurrenceTest,
                                            Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5},
                                            Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0},
                                            Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30},
-                                           Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6}),
+                                           Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6},
+                                           // A (sequence, head) takes 4, 2 or 1 blocks of the
+                                           // chunked kernel as the GPU has room: the cases above
+                                           // take 4 on a GPU of 132 SMs, these 2 and 1.
+                                           Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4},
+                                           Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2}),
                          Name);
 
 }  // namespace
