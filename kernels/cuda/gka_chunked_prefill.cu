@@ -12,19 +12,27 @@
 // folding its keys and values into Hs and Ss. The whole state stays in shared memory for the
 // sequence's tokens; it is read and written once per step.
 //
-// One block of 256 threads per (sequence, head) with at least kChunkedFromTokens tokens; warp w
-// owns tokens 4w..4w+3 of a chunk and lane c their columns 4c..4c+3, so every per-token sum
-// (norms, residuals, o_norm) is a warp reduction and the iterations need two barriers each. The
-// products read shared memory as float4 (shared-memory traffic bounds them). head_dim 128 only.
+// Blocks of 256 threads, one to four per (sequence, head) with at least kChunkedFromTokens tokens
+// (GkaChunkedPrefillKernel says how they share it); a warp owns up to 4 tokens of a chunk and
+// lane c their columns 4c..4c+3, so every per-token sum (norms, residuals, o_norm) is a warp
+// reduction and the iterations need two barriers each. The products read shared memory as float4
+// (shared-memory traffic bounds them). head_dim 128 only.
 #include <cuda_bf16.h>
 
 #include <cmath>
 
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/gka_chunked_prefill.h"
+#include "kernels/cuda/gka_head.cuh"
 
 namespace ridge::cuda {
 namespace {
+
+using gka_internal::GkaGates;
+using gka_internal::GkaHead;
+using gka_internal::kL2NormEps;
+using gka_internal::kSmallestFrobenius;
+using gka_internal::Sigmoid;
 
 constexpr int D = 128;
 constexpr int kChunk = 32;
@@ -35,8 +43,6 @@ constexpr int kColumns = D / 32;                 // a lane's columns: 4 c .. 4 c
 // float4 i of rows t hit distinct banks.
 constexpr int kStride = D + 4;
 constexpr int kPairStride = kChunk + 4;
-constexpr float kSmallestFrobenius = 1e-30f;  // as kernels/gka_step.cc
-constexpr float kL2NormEps = 1e-6f, kBetaEps = 1e-6f;
 
 struct ChunkShared {
   float hs[D * D], ss[D * D];  // the state, [row][column]
@@ -63,8 +69,6 @@ __device__ __forceinline__ double WarpSum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
-__device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __device__ __forceinline__ float4 Load4(const float* p) {
   return *reinterpret_cast<const float4*>(p);
@@ -172,6 +176,26 @@ __device__ __forceinline__ void AddPairsTimesRows(const ChunkShared& sh, const f
   }
 }
 
+// out[u][m] = (g_t matrix^T rows[t] + sum_{s <= t} w_st (k~_s . rows[t]) values[s])[4c + m] for
+// the warp's tokens t = first + u: Hs_t x_t (rows x, matrix Hs_0 (symmetric), values k~) or
+// Ss_t^T r_t (rows r, matrix Ss_0, values v~). Every thread of the block calls it (a barrier).
+template <int P, int kTpw>
+__device__ __forceinline__ void ChunkProduct(ChunkShared& sh, const float* rows,
+                                             const float* matrix, const float* values, int n,
+                                             int base, int first, int warp, int lane,
+                                             float (&out)[kTpw][kColumns]) {
+  RowsTimesMatrix<kTpw>(rows, matrix, first, lane, out);
+  MaskedPairs<P>(sh, rows, base, warp, lane);
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < kTpw; ++u) {
+    const float g = expf(sh.cumulative[first + u]);
+#pragma unroll
+    for (int m = 0; m < kColumns; ++m) out[u][m] *= g;
+  }
+  AddPairsTimesRows<kTpw>(sh, values, n, first, lane, out);
+}
+
 // P blocks share a (sequence, head): each one solves and reads out kChunk / P of every chunk's
 // tokens (warp w: kTokensPerWarp / P of them) and repeats the rest (the chunk's keys, norms and
 // state update), so that a single prompt's heads fill more of the GPU; block 0 writes the state.
@@ -188,14 +212,9 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
   const int base = part * (kChunk / P), first = base + warp * kTpw;  // the block's, the warp's
   const int32_t first_row = a.sequences.row_begin[seq];
   const int64_t pair_index = static_cast<int64_t>(seq) * a.counters_stride + head;
-  float* hs_slot = a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
-                   static_cast<int64_t>(head) * D * D;
-  float* ss_slot = hs_slot + static_cast<int64_t>(a.heads) * D * D;
-  const int q_column = (head / (a.heads / a.q_heads)) * D;
-  const int k_column = a.q_heads * D + (head / (a.heads / a.k_heads)) * D;
-  const int v_column = (a.q_heads + a.k_heads) * D + (head / (a.heads / a.v_heads)) * D;
-  const float b_bias = a.b_bias[head], alpha_bias = a.alpha_bias[head];
-  const float decay_rate = a.decay_rate[head], dt_bias = a.dt_bias[head];
+  const GkaHead<D> mine(a, seq, head);
+  float* hs_slot = mine.hs;
+  float* ss_slot = mine.ss;
   const float tolerance = a.sequences.tolerance[seq];
   const int max_iterations = a.sequences.max_iterations[seq];
 
@@ -214,19 +233,16 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
       const int64_t r = first_row + chunk_first + t;
       const float* qkv = a.qkv + r * a.qkv_stride;
       const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const float4 q4 = valid ? Load4(qkv + q_column + 4 * lane) : zero;
-      const float4 k4 = valid ? Load4(qkv + k_column + 4 * lane) : zero;
-      const float4 v4 = valid ? Load4(qkv + v_column + 4 * lane) : zero;
+      const float4 q4 = valid ? Load4(qkv + mine.q_column + 4 * lane) : zero;
+      const float4 k4 = valid ? Load4(qkv + mine.k_column + 4 * lane) : zero;
+      const float4 v4 = valid ? Load4(qkv + mine.v_column + 4 * lane) : zero;
       const float q2 = Dot4(q4, q4), k2 = Dot4(k4, k4);
       const float q_scale = 1.0f / (sqrtf(WarpSum(q2)) + kL2NormEps);
       const float k_scale = 1.0f / (sqrtf(WarpSum(k2)) + kL2NormEps);
-      float beta = 0.0f, alpha = 0.0f, log_decay = 0.0f;
-      if (valid) {
-        const float* proj = a.proj + r * a.proj_stride;
-        beta = Sigmoid(proj[a.b_column + head] + b_bias) + kBetaEps;
-        alpha = Sigmoid(proj[a.alpha_column + head] + alpha_bias);
-        log_decay = -decay_rate * Softplus(proj[a.a_column + head] + dt_bias);
-      }
+      // Tokens past n: no key, no value, no decay.
+      const GkaGates gates =
+          valid ? mine.Gates(a, a.proj + r * a.proj_stride, head) : GkaGates{0.0f, 0.0f, 0.0f};
+      const float beta = gates.beta, alpha = gates.alpha, log_decay = gates.log_decay;
       const float key_scale = beta * k_scale;
       const float key[kColumns] = {key_scale * k4.x, key_scale * k4.y, key_scale * k4.z,
                                    key_scale * k4.w};
@@ -342,17 +358,8 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
 #pragma unroll
       for (int u = 0; u < kTpw; ++u) mine |= active[u];
       if (!__syncthreads_or(mine)) break;  // x is in shared memory for everyone
-      float y[kTpw][kColumns];
-      RowsTimesMatrix<kTpw>(sh.x, sh.hs, first, lane, y);
-      MaskedPairs<P>(sh, sh.x, base, warp, lane);
-      __syncthreads();
-#pragma unroll
-      for (int u = 0; u < kTpw; ++u) {
-        const float g = expf(sh.cumulative[first + u]);
-#pragma unroll
-        for (int m = 0; m < kColumns; ++m) y[u][m] *= g;
-      }
-      AddPairsTimesRows<kTpw>(sh, sh.key, n, first, lane, y);
+      float y[kTpw][kColumns];             // Hs_t x_t
+      ChunkProduct<P, kTpw>(sh, sh.x, sh.hs, sh.key, n, base, first, warp, lane, y);
 #pragma unroll
       for (int u = 0; u < kTpw; ++u) {
         const int t = first + u;
@@ -409,17 +416,8 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
       }
     }
     __syncthreads();
-    float o[kTpw][kColumns];
-    RowsTimesMatrix<kTpw>(sh.x, sh.ss, first, lane, o);
-    MaskedPairs<P>(sh, sh.x, base, warp, lane);
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < kTpw; ++u) {
-      const float g = expf(sh.cumulative[first + u]);
-#pragma unroll
-      for (int m = 0; m < kColumns; ++m) o[u][m] *= g;
-    }
-    AddPairsTimesRows<kTpw>(sh, sh.value, n, first, lane, o);
+    float o[kTpw][kColumns];  // Ss_t^T r_t
+    ChunkProduct<P, kTpw>(sh, sh.x, sh.ss, sh.value, n, base, first, warp, lane, o);
 #pragma unroll
     for (int u = 0; u < kTpw; ++u) {
       const int t = first + u;
@@ -502,13 +500,7 @@ cudaError_t LaunchGkaChunkedPrefill(const GkaRecurrenceArgs& args, cudaStream_t 
   const int items = args.num_sequences * args.heads;
   if (items == 0) return cudaSuccess;
   // Blocks a (sequence, head): as many (up to 4) as one wave of a block an SM holds.
-  int device = 0, sm_count = 0;
-  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (const cudaError_t e =
-          cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-      e != cudaSuccess) {
-    return e;
-  }
+  const int sm_count = args.sm_count;
   if (4 * items <= sm_count) {
     return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<4>, 4 * items, kThreads,
                                          sizeof(ChunkShared), stream, args);

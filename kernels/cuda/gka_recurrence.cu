@@ -4,17 +4,17 @@
 #include <cstdint>
 
 #include "kernels/cuda/gka_chunked_prefill.h"
+#include "kernels/cuda/gka_head.cuh"
 #include "kernels/cuda/gka_recurrence.h"
 
 namespace ridge::cuda {
 namespace {
 
-// Below this ||Hs||_F the Chebyshev step would overflow: the head answers as Hs = 0 does
-// (kernels/gka_step.cc).
-constexpr float kSmallestFrobenius = 1e-30f;
-// The spec's L2 norm adds this to the norm; sigmoid(b) + this scales k and v.
-constexpr float kL2NormEps = 1e-6f;
-constexpr float kBetaEps = 1e-6f;
+using gka_internal::GkaGates;
+using gka_internal::GkaHead;
+using gka_internal::kL2NormEps;
+using gka_internal::kSmallestFrobenius;
+using gka_internal::Sigmoid;
 
 // The sum of `value` over the block's threads, in every thread. `scratch` holds one float per
 // warp; the call ends with a barrier, so the scratch may be reused right after.
@@ -61,9 +61,6 @@ __device__ __forceinline__ float ReduceRowSums(const float (&partial)[kBlockRows
   return one + __shfl_xor_sync(0xffffffffu, one, 1);
 }
 
-__device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
 // Two blocks an SM: Hs in registers takes 128 of each thread's (at 170 registers, one block an
 // SM ran 1.24x slower; tools/bench/RESULTS.md).
 // Sequences with `chunked_from` tokens or more are the chunked kernel's.
@@ -81,14 +78,9 @@ __global__ void __launch_bounds__(2 * D, 2)
   const int64_t pair = static_cast<int64_t>(seq) * a.counters_stride + head;
   const int32_t first_row = a.sequences.row_begin[seq], tokens = a.sequences.row_count[seq];
   if (tokens == 0 || tokens >= chunked_from) return;
-  float* hs = a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
-              static_cast<int64_t>(head) * D * D;
-  float* ss = hs + static_cast<int64_t>(a.heads) * D * D;
-  const int q_column = (head / (a.heads / a.q_heads)) * D;
-  const int k_column = a.q_heads * D + (head / (a.heads / a.k_heads)) * D;
-  const int v_column = (a.q_heads + a.k_heads) * D + (head / (a.heads / a.v_heads)) * D;
-  const float b_bias = a.b_bias[head], alpha_bias = a.alpha_bias[head];
-  const float decay_rate = a.decay_rate[head], dt_bias = a.dt_bias[head];
+  const GkaHead<D> mine(a, seq, head);
+  float* hs = mine.hs;
+  float* ss = mine.ss;
   const float tolerance = a.sequences.tolerance[seq];
   const int max_iterations = a.sequences.max_iterations[seq];
   const float o_norm_weight = t < D ? a.o_norm[t] : 0.0f;
@@ -115,16 +107,15 @@ __global__ void __launch_bounds__(2 * D, 2)
     const int64_t r = first_row + token;
     const float* qkv = a.qkv + r * a.qkv_stride;
     const float* proj = a.proj + r * a.proj_stride;
-    const float beta = Sigmoid(proj[a.b_column + head] + b_bias) + kBetaEps;
-    const float alpha = Sigmoid(proj[a.alpha_column + head] + alpha_bias);
-    const float decay = expf(-decay_rate * Softplus(proj[a.a_column + head] + dt_bias));
-    const float q_raw = t < D ? qkv[q_column + t] : 0.0f;
-    const float k_raw = t < D ? qkv[k_column + t] : 0.0f;
+    const GkaGates gates = mine.Gates(a, proj, head);
+    const float beta = gates.beta, alpha = gates.alpha, decay = expf(gates.log_decay);
+    const float q_raw = t < D ? qkv[mine.q_column + t] : 0.0f;
+    const float k_raw = t < D ? qkv[mine.k_column + t] : 0.0f;
     const float q_scale = 1.0f / (sqrtf(BlockSum<kThreads>(q_raw * q_raw, scratch)) + kL2NormEps);
     const float k_scale = 1.0f / (sqrtf(BlockSum<kThreads>(k_raw * k_raw, scratch)) + kL2NormEps);
     if (t < D) {
       key[t] = beta * k_scale * k_raw;
-      value[t] = beta * qkv[v_column + t];
+      value[t] = beta * qkv[mine.v_column + t];
       query[t] = q_scale * q_raw;
     }
     __syncthreads();

@@ -7,10 +7,10 @@
 // output gate silu(g). It takes the short convolutions' output (kernels/cuda/causal_conv.h) and
 // the raw gate projections, and follows kernels/gka_step.cc (the CPU's) step for step.
 //
-// One block of 2 * head_dim threads per (sequence, head): a thread keeps half a row of Hs in
-// registers across all of the sequence's tokens, so each solve iteration is one pass over
-// registers and one barrier, and Hs is read and written once per step; Ss streams through once
-// per token (a column a thread, so a warp's loads are one 128-byte line).
+// One block of 2 * head_dim threads per (sequence, head): a thread keeps an 8 x head_dim/16 block
+// of Hs in registers across all of the sequence's tokens, so each solve iteration is one pass
+// over registers and one barrier, and Hs is read and written once per step; Ss streams through
+// once per token (a column a thread, so a warp's loads are one 128-byte line).
 //
 // Sequences of a step with many tokens (prompt pieces) go instead through the chunked kernel
 // (gka_chunked_prefill.h), which solves a chunk's tokens together; LaunchGkaRecurrence launches
@@ -45,6 +45,9 @@ struct GkaRecurrenceArgs {
   // With head_dim 128, sequences of at least kChunkedFromTokens (gka_chunked_prefill.h) run in
   // chunks.
   int32_t max_tokens = 0;
+  // The GPU's SMs: how many blocks the chunked kernel may give a head when few sequences have
+  // prompt pieces (0: one block a head).
+  int32_t sm_count = 0;
   int32_t head_dim = 0;  // 64 or 128
   GkaSequences sequences;
   // [rows, qkv_stride]: q [Hq*D], k [Hk*D], v [Hv*D] after the convolution and SiLU.

@@ -1,11 +1,11 @@
 // The GKA recurrence kernel (kernels/cuda/gka_recurrence.h) against the CPU's GkaHeadStep
 // (kernels/gka_step.h, which the hybrid goldens check against a float64 reference) with the
 // spec's L2 norms, gates, o_norm and output gate around it: head sizes 64 and 128, odd batch
-// sizes, GQA expansions (q, k and v heads fewer than the expanded heads), one to 17 tokens per
+// sizes, GQA expansions (q, k and v heads fewer than the expanded heads), zero to 76 tokens per
 // sequence, slots out of order, tolerance 0 / 1e-3 / 1e-6, caps of 1 and 30 iterations, num_iter
 // 0 (no solve), states that went through many tokens and a state of zeros, sequences without
-// tokens, more (sequence, head) pairs than the persistent grid has blocks; outputs, the states
-// written back and the solver counters. Skips without a GPU.
+// tokens, more (sequence, head) pairs than the GPU holds blocks at once, prompt pieces through the
+// chunked kernel; outputs, the states written back and the solver counters. Skips without a GPU.
 #include "kernels/cuda/gka_recurrence.h"
 
 #include <cuda_runtime.h>
@@ -134,6 +134,7 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   args.heads = hx;
   args.head_dim = d;
   args.max_tokens = *std::max_element(row_count.begin(), row_count.end());
+  ASSERT_EQ(cudaDeviceGetAttribute(&args.sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   args.sequences = {d_begin.get(), d_count.get(), d_slot.get(), d_tol.get(), d_max.get()};
   args.qkv = d_qkv.get();
   args.qkv_stride = width;
@@ -248,9 +249,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GkaRecurrenceTest,
                                            Case{64, 2, 4, 4, 1, 3, 1, 0.0f, true, 5},
                                            Case{64, 3, 2, 1, 1, 16, 30, 1e-3f, true, 0},
                                            Case{128, 2, 2, 2, 1, 2, 30, 0.0f, false, 6},
-                                           // More (sequence, head) items than resident blocks:
-                                           // each block pipelines several; with tokens 0, even
-                                           // sequences have none.
+                                           // More (sequence, head) items than resident blocks
+                                           // (several waves); with tokens 0, even sequences
+                                           // have none.
                                            Case{128, 41, 8, 4, 2, 1, 30, 0.0f, true, 10},
                                            Case{128, 45, 8, 4, 2, 0, 30, 1e-3f, true, 10},
                                            Case{64, 150, 4, 2, 2, 0, 10, 0.0f, true, 8},

@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
     args.q_heads = args.k_heads = args.v_heads = args.heads = heads;
     args.head_dim = d;
     args.max_tokens = token_by_token != 0 ? 0 : tokens;
+    CHECK_CUDA(cudaDeviceGetAttribute(&args.sm_count, cudaDevAttrMultiProcessorCount, 0));
     args.sequences = {begin, count, slot, tol, max_it};
     args.qkv = d_qkv;
     args.qkv_stride = qkv_width;
