@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/fp8_kv.h"
 #include "kernels/cuda/paged_attention_common.cuh"
+#include "kernels/cuda/tf32x3_mma.h"
 
 namespace ridge::cuda::paged_attention_internal {
 namespace {
@@ -58,14 +59,6 @@ __device__ __forceinline__ int KeyPiece(int t, int v) {
 template <int D>
 __device__ __forceinline__ int ValuePiece(int t, int v) {
   return D == 128 ? v ^ (((t >> 1) & 3) << 1) : v;
-}
-
-__device__ __forceinline__ void MmaF16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                       uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // The two e4m3 values in the low 16 bits of `bits` as an fp16 pair (the first in the low half).
@@ -202,8 +195,10 @@ __global__ void __launch_bounds__(32 * kWarps, 2) Fp8TileAttentionKernel(PagedAt
       KeyWords<D>(key_rows, g + 8, c, high);
 #pragma unroll
       for (int i = 0; i < kSteps; ++i) {
-        MmaF16(s, Fp8PairToHalf2(low[i]), Fp8PairToHalf2(high[i]), Fp8PairToHalf2(low[i] >> 16),
-               Fp8PairToHalf2(high[i] >> 16), query[i][0], query[i][1]);
+        MmaF16(s,
+               {Fp8PairToHalf2(low[i]), Fp8PairToHalf2(high[i]), Fp8PairToHalf2(low[i] >> 16),
+                Fp8PairToHalf2(high[i] >> 16)},
+               query[i]);
       }
     }
     const bool valid_low = tile + g < end, valid_high = tile + g + 8 < end;
@@ -243,8 +238,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) Fp8TileAttentionKernel(PagedAt
     const uint32_t even_high = __shfl_sync(0xffffffffu, mine_high, even_source);
     const uint32_t odd_high = __shfl_sync(0xffffffffu, mine_high, odd_source);
     const uint32_t select = (g & 1) ? 0x7632u : 0x5410u;
-    const uint32_t b0 = __byte_perm(even_low, odd_low, select);
-    const uint32_t b1 = __byte_perm(even_high, odd_high, select);
+    const uint32_t probabilities[2] = {__byte_perm(even_low, odd_low, select),
+                                       __byte_perm(even_high, odd_high, select)};
 
     uint32_t v0[Tile::kValueWords], v1[Tile::kValueWords], v8[Tile::kValueWords],
         v9[Tile::kValueWords];
@@ -259,8 +254,10 @@ __global__ void __launch_bounds__(32 * kWarps, 2) Fp8TileAttentionKernel(PagedAt
       const uint32_t pick = (i & 1) ? 0x7362u : 0x5140u;
       const uint32_t early = __byte_perm(v0[i / 2], v1[i / 2], pick);
       const uint32_t late = __byte_perm(v8[i / 2], v9[i / 2], pick);
-      MmaF16(acc[i], Fp8PairToHalf2(early), Fp8PairToHalf2(early >> 16), Fp8PairToHalf2(late),
-             Fp8PairToHalf2(late >> 16), b0, b1);
+      MmaF16(acc[i],
+             {Fp8PairToHalf2(early), Fp8PairToHalf2(early >> 16), Fp8PairToHalf2(late),
+              Fp8PairToHalf2(late >> 16)},
+             probabilities);
     }
     __syncwarp();  // the stage is refilled two tiles on
     stage = stage + 1 == kStages ? 0 : stage + 1;
