@@ -63,7 +63,7 @@ absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* 
     RmsNormRows(hidden.data(), layer.input_norm.data(), rows, c, eps, normed.data());
     layer.mixer->Forward(batch, normed.data(), hidden.data());
     RmsNormRows(hidden.data(), layer.post_norm.data(), rows, c, eps, normed.data());
-    Mlp(layer, rows, normed.data(), hidden.data());
+    SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), hidden.data(), true);
   }
 
   // Only the rows whose logits are wanted go through the final norm and the vocabulary product.
@@ -82,17 +82,17 @@ absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* 
   return absl::OkStatus();
 }
 
-void CpuDecoder::Mlp(const DecoderLayerWeights& layer, int64_t rows, const float* normed,
-                     float* hidden) const {
-  const int64_t c = spec_.hidden_size, inter = layer.down.cols;
-  std::vector<float> gate_up(rows * 2 * inter), act(rows * inter);
+void SwiGluMlp(std::span<const WeightMatrix> gate_up, const WeightMatrix& down, int64_t rows,
+               int64_t hidden_size, const float* normed, float* out, bool accumulate) {
+  const int64_t inter = down.cols;
+  std::vector<float> fused(rows * 2 * inter), act(rows * inter);
   int64_t column = 0;
-  for (const WeightMatrix& part : layer.gate_up) {
-    MatMulWeights(normed, rows, part, gate_up.data() + column, 2 * inter, false);
+  for (const WeightMatrix& part : gate_up) {
+    MatMulWeights(normed, rows, part, fused.data() + column, 2 * inter, false);
     column += part.rows;
   }
-  SwiGluRows(gate_up.data(), rows, static_cast<int>(inter), act.data());
-  MatMulWeights(act.data(), rows, layer.down, hidden, c, true);
+  SwiGluRows(fused.data(), rows, static_cast<int>(inter), act.data());
+  MatMulWeights(act.data(), rows, down, out, hidden_size, accumulate);
 }
 
 }  // namespace ridge

@@ -33,6 +33,11 @@ struct DecoderWeights {
   WeightMatrix head;              // [V, C]: the embedding when tied
 };
 
+// The SwiGLU MLP: out[rows, C] (+)= down(silu(gate normed) * up normed), with the gate rows, then
+// the up rows, in `gate_up` (one fused [2I, C] matrix or the two parts); `hidden_size` is C.
+void SwiGluMlp(std::span<const WeightMatrix> gate_up, const WeightMatrix& down, int64_t rows,
+               int64_t hidden_size, const float* normed, float* out, bool accumulate);
+
 class CpuDecoder {
  public:
   CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size);
@@ -50,8 +55,6 @@ class CpuDecoder {
 
  private:
   absl::Status Validate(std::span<const CpuSequence> sequences, const float* kv_storage) const;
-  void Mlp(const DecoderLayerWeights& layer, int64_t rows, const float* normed,
-           float* hidden) const;
 
   ModelSpec spec_;
   DecoderWeights weights_;

@@ -19,6 +19,7 @@
 #include "kernels/weight_gemm.h"
 #include "models/arch/hybrid_qwen3.h"
 #include "models/cpu/attention_mixer.h"
+#include "models/cpu/decoder.h"
 #include "models/cpu/gka_mixer.h"
 #include "models/tensor_parallel_weights.h"
 
@@ -186,12 +187,8 @@ class Rank {
   // partial[rows, C] = this rank's share of layer l's MLP output.
   void Mlp(size_t l, int64_t rows, const float* normed, float* partial) const {
     const HybridLayerWeights& w = weights_.weights.layers[l];
-    const int64_t inter = w.gate.rows, c = spec_.hidden_size;
-    std::vector<float> gate_up(rows * 2 * inter), act(rows * inter);
-    MatMulWeights(normed, rows, w.gate, gate_up.data(), 2 * inter, false);
-    MatMulWeights(normed, rows, w.up, gate_up.data() + inter, 2 * inter, false);
-    SwiGluRows(gate_up.data(), rows, static_cast<int>(inter), act.data());
-    MatMulWeights(act.data(), rows, w.down, partial, c, false);
+    const WeightMatrix gate_up[] = {w.gate, w.up};
+    SwiGluMlp(gate_up, w.down, rows, spec_.hidden_size, normed, partial, false);
   }
 
  private:
