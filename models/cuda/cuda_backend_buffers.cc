@@ -10,12 +10,6 @@
 
 namespace ridge {
 
-void CudaBackend::Impl::DropGraphs() {
-  for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
-  graphs.clear();
-  bucket_uses.clear();
-}
-
 absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   if (rows <= cap_rows && seqs <= cap_seqs) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -47,7 +41,7 @@ absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   RETURN_IF_ERROR(renew.Pinned(&host_sampling_params, params_bytes));
   RETURN_IF_ERROR(renew.Device(&sampled, sampled_bytes));
   RETURN_IF_ERROR(renew.Pinned(&host_sampled, sampled_bytes));
-  DropGraphs();
+  graphs.Clear();
   renew.Commit();
   cap_rows = new_rows;
   cap_seqs = new_seqs;
@@ -65,7 +59,7 @@ absl::Status CudaBackend::Impl::EnsureLogitsCapacity(int64_t rows, bool to_host)
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   // Captured graphs point at both buffers (the logits copy to the host is one of their nodes):
   // a graph kept across a reallocation would write into freed pinned memory.
-  DropGraphs();
+  graphs.Clear();
   if (!device_fits) RETURN_IF_ERROR(logits.Allocate(bytes));
   if (!host_fits) RETURN_IF_ERROR(host_logits.Allocate(bytes));
   return absl::OkStatus();
@@ -78,7 +72,7 @@ absl::Status CudaBackend::Impl::EnsurePenaltyCapacity(int64_t entries) {
   BufferRenewal renew;
   RETURN_IF_ERROR(renew.Device(&penalties, new_cap * sizeof(cuda::PenaltyEntry)));
   RETURN_IF_ERROR(renew.Pinned(&host_penalties, new_cap * sizeof(cuda::PenaltyEntry)));
-  DropGraphs();
+  graphs.Clear();
   renew.Commit();
   cap_penalties = new_cap;
   return absl::OkStatus();

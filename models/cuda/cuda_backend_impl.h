@@ -7,10 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <map>
-#include <set>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "kernels/cuda/mesa_chunked_prefill.h"
@@ -19,6 +16,7 @@
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/device_memory.h"
 #include "models/cuda/device_step_support.h"
+#include "models/cuda/step_graphs.h"
 
 namespace ridge {
 
@@ -29,19 +27,9 @@ using cuda::PinnedBuffer;
 static_assert(cuda::kMaxSampledTopLogprobs == kMaxTopLogprobs,
               "the sampling kernel returns every alternative a pick may ask for");
 
-// Decode steps are padded up to one of these batch sizes and replayed from a captured graph.
-inline constexpr int64_t kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-inline constexpr int64_t kMaxGraphBatch = 256;
 // GPU memory the state pool leaves free (at least; 5% of the GPU if that is more) for the step
 // buffers and prefill scratch allocated after it.
 inline constexpr int64_t kStepMemoryHeadroom = int64_t{1} << 30;
-
-inline int64_t GraphBucket(int64_t n) {
-  for (int64_t b : kGraphBuckets) {
-    if (b >= n) return b;
-  }
-  return n;
-}
 
 inline int64_t RoundUpPow2(int64_t n) {
   int64_t p = 1;
@@ -103,16 +91,11 @@ struct CudaBackend::Impl {
   int64_t cap_prefill_rows = 0, cap_chunks = 0;
   DeviceBuffer q_norm, k_norm, log_gamma, beta, chunk_states, handoff;
 
-  // Captured decode steps by (bucket, output); a bucket is captured on its second use. A
-  // bucket whose capture failed runs eagerly from then on.
-  using GraphKey = std::pair<int64_t, StepOutput>;
-  std::map<GraphKey, cudaGraphExec_t> graphs;
-  std::map<GraphKey, int> bucket_uses;
-  std::set<GraphKey> eager_buckets;
+  // Captured decode steps by (bucket, output).
+  StepGraphs graphs{kMaxStepGraphs};
 
   ~Impl() {
     if (stream != nullptr) cudaStreamSynchronize(stream);
-    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
@@ -150,8 +133,6 @@ struct CudaBackend::Impl {
   int32_t* Host(int segment) const { return host_table.as<int32_t>() + SegmentOffset(segment); }
   size_t TableInts() const { return TableIntsFor(cap_rows, cap_seqs); }
 
-  // Drops the captured graphs (they point at buffers about to be replaced).
-  void DropGraphs();
   absl::Status EnsureCapacity(int64_t rows, int64_t seqs);
   // Device logits for `rows` rows, and their host copy when the step returns them.
   absl::Status EnsureLogitsCapacity(int64_t rows, bool to_host);
@@ -161,8 +142,6 @@ struct CudaBackend::Impl {
   // Enqueues a whole step on `stream`, reading only the device table: capturable.
   absl::Status EnqueueStep(int64_t rows, int64_t seqs, int64_t out_rows, bool all_rows,
                            StepOutput output);
-  // Captures the step into a graph, or returns the reason it could not.
-  absl::StatusOr<cudaGraphExec_t> CaptureStep(int64_t rows, int64_t seqs, StepOutput output);
   // `picks` (one per chunk) only with StepOutput::kSampled.
   absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, StepOutput output,
                        std::span<const TokenPick> picks, int64_t* out_rows);

@@ -236,22 +236,10 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), t, TableInts() * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, stream));
 
-  const GraphKey key(padded, output);
-  if (graphable && !eager_buckets.contains(key)) {
-    auto it = graphs.find(key);
-    if (it == graphs.end() && ++bucket_uses[key] >= 2) {
-      absl::StatusOr<cudaGraphExec_t> exec = CaptureStep(step_rows, padded, output);
-      if (exec.ok()) {
-        it = graphs.emplace(key, *exec).first;
-      } else {
-        eager_buckets.insert(key);  // run this bucket eagerly rather than retry every step
-      }
-    }
-    if (it != graphs.end()) {
-      RIDGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream));
-    } else {
-      RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, false, output));
-    }
+  if (graphable) {
+    RETURN_IF_ERROR(
+        graphs.Run({.batch = padded, .output = static_cast<int32_t>(output)}, stream,
+                   [&] { return EnqueueStep(step_rows, padded, out_rows, false, output); }));
   } else {
     RETURN_IF_ERROR(EnqueueStep(step_rows, padded, out_rows, all_rows, output));
   }
@@ -260,27 +248,6 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   MergeCounters(chunks, order);
   *out_rows_result = all_rows ? rows : seqs;
   return absl::OkStatus();
-}
-
-absl::StatusOr<cudaGraphExec_t> CudaBackend::Impl::CaptureStep(int64_t rows, int64_t seqs,
-                                                               StepOutput output) {
-  cudaGraph_t graph = nullptr;
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const absl::Status enqueued = EnqueueStep(rows, seqs, seqs, false, output);
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-  if (!enqueued.ok() || ended != cudaSuccess) {
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaGetLastError();  // a failed capture is not sticky; the eager path runs next
-    return enqueued.ok() ? cuda::CudaStatus(ended, "cudaStreamEndCapture") : enqueued;
-  }
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  if (instantiated != cudaSuccess) {
-    cudaGetLastError();
-    return cuda::CudaStatus(instantiated, "cudaGraphInstantiate");
-  }
-  return exec;
 }
 
 void CudaBackend::Impl::MergeCounters(std::span<const SlotChunk> chunks,

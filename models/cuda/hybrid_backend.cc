@@ -270,11 +270,12 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   size_t free_bytes = 0, total_bytes = 0;
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   const int64_t used = static_cast<int64_t>(total_bytes - free_bytes);
-  const int64_t budget =
-      static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(total_bytes)) -
-      used - kStepMemoryReserve;
   const int64_t state_bytes = impl->recurrent.bytes_per_slot();
   const int64_t block_bytes = impl->kv.bytes_per_block();
+  // The graphs' padding slot and block (Impl::scratch_slot) come out of the budget first.
+  const int64_t budget =
+      static_cast<int64_t>(options.gpu_memory_utilization * static_cast<double>(total_bytes)) -
+      used - kStepMemoryReserve - state_bytes - block_bytes;
   if (budget < state_bytes + block_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "GPU memory: ", budget, " bytes are left for the state and KV pools at utilization ",
@@ -294,12 +295,15 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   for (const std::string& warning : plan.warnings) {
     Log(LogLevel::kWarning, warning, " (GPU memory)");
   }
-  RETURN_IF_ERROR(impl->state_pool.Allocate(static_cast<size_t>(plan.slots * state_bytes)));
+  RETURN_IF_ERROR(impl->state_pool.Allocate(static_cast<size_t>((plan.slots + 1) * state_bytes)));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemset(impl->state_pool.as<void>(), 0, impl->state_pool.bytes()));
   impl->positions.assign(plan.slots, 0);
+  impl->scratch_slot = static_cast<int32_t>(plan.slots);
   if (!impl->kv.empty()) {
     impl->num_kv_blocks = plan.kv_blocks;
-    RETURN_IF_ERROR(impl->kv_cache.Allocate(static_cast<size_t>(plan.kv_blocks * block_bytes)));
+    impl->scratch_block = static_cast<int32_t>(plan.kv_blocks);
+    RETURN_IF_ERROR(
+        impl->kv_cache.Allocate(static_cast<size_t>((plan.kv_blocks + 1) * block_bytes)));
     // Zeros: a block is always written before it is read, but never holds NaN bit patterns.
     RIDGE_CUDA_RETURN_IF_ERROR(cudaMemset(impl->kv_cache.as<void>(), 0, impl->kv_cache.bytes()));
   }
@@ -316,6 +320,7 @@ int64_t CudaHybridBackend::state_bytes_per_slot() const {
 const KvLayout& CudaHybridBackend::kv_layout() const { return impl_->kv; }
 int64_t CudaHybridBackend::num_kv_blocks() const { return impl_->num_kv_blocks; }
 int64_t CudaHybridBackend::weight_bytes() const { return impl_->weight_bytes; }
+int64_t CudaHybridBackend::graph_replays() const { return impl_->graphs.replays(); }
 
 int64_t CudaHybridBackend::SlotPosition(int64_t slot) const { return impl_->positions.at(slot); }
 

@@ -3,7 +3,8 @@
 // project's few-rows kernel), one launch per layer for each mixer's per-sequence work (the GKA
 // recurrence with each sequence's own Chebyshev budget, paged GQA attention over the KV blocks),
 // every sequence's recurrent state in a pool of slots and the full-attention layers' keys and
-// values in a pool of bf16 KV blocks, both in GPU memory and sized by one planner.
+// values in a pool of bf16 KV blocks, both in GPU memory and sized by one planner. Decode steps
+// replay CUDA graphs captured per batch bucket (models/cuda/step_graphs.h).
 //
 // This header has no CUDA types: code built without CUDA can name the class, and Create fails
 // cleanly on a machine without a GPU.
@@ -41,6 +42,9 @@ struct CudaHybridOptions {
   // Tokens of KV cache per slot the planner aims for when num_kv_blocks is 0 (the rest of the
   // budget beyond that goes to more blocks as well).
   int64_t default_context_tokens = 8192;
+  // Replay decode steps (one token a sequence, up to kMaxGraphBatch sequences) from CUDA graphs
+  // captured per batch bucket; the padding sequences run on a slot and a KV block of their own.
+  bool use_graphs = true;
 };
 
 class CudaHybridBackend : public ModelBackend {
@@ -81,6 +85,8 @@ class CudaHybridBackend : public ModelBackend {
   // A slot's recurrent state as fp32 floats (RecurrentLayout), for tests and debugging.
   absl::Status ReadSlot(int64_t slot, std::vector<float>* state) const;
   int64_t weight_bytes() const;
+  // Decode steps run from a captured graph since creation (for tests and benchmarks).
+  int64_t graph_replays() const;
 
  private:
   struct Impl;

@@ -13,6 +13,7 @@
 #include "models/cuda/device_memory.h"
 #include "models/cuda/device_step_support.h"
 #include "models/cuda/hybrid_backend.h"
+#include "models/cuda/step_graphs.h"
 
 namespace ridge {
 
@@ -25,6 +26,15 @@ inline constexpr int64_t kHybridWidthMultiple = 16;
 
 // Rows of one sequence a block of the tensor-core prefill attention takes (its kRows).
 inline constexpr int64_t kPrefillTileRows = 16;
+
+// The most keys of a graph's decode rows, rounded up to a sixteenth to an eighth of its power of
+// two (a multiple of 64): the attention splits a graph fixes then change every few hundred to
+// few thousand tokens, not every token.
+inline int64_t GraphKeysBucket(int64_t keys) {
+  int64_t step = 64;
+  while (step * 16 < keys) step *= 2;
+  return (keys + step - 1) / step * step;
+}
 
 inline int64_t PadWidth(int64_t width) {
   return (width + kHybridWidthMultiple - 1) / kHybridWidthMultiple * kHybridWidthMultiple;
@@ -77,6 +87,11 @@ struct CudaHybridBackend::Impl {
   std::vector<DeviceHybridLayer> layers;
   DeviceBuffer state_pool, kv_cache;
   std::vector<int64_t> positions;  // per slot
+  // A slot and a KV block past those the callers see: a graph's padding sequences decode there
+  // (their writes race with each other; nothing reads them but the padding).
+  int32_t scratch_slot = 0, scratch_block = 0;
+  // Captured decode steps by (bucket, output, the attention splits' key bucket).
+  StepGraphs graphs{kMaxStepGraphs};
 
   // Step buffers, grown on demand for cap_rows token rows and cap_seqs sequences.
   int64_t cap_rows = 0, cap_seqs = 0, cap_table = 0, cap_partials = 0;
@@ -97,7 +112,9 @@ struct CudaHybridBackend::Impl {
 
   GemmContext gemm() const { return {cublas, stream, sm_count}; }
 
-  // Where each per-step array lies in the int32 table (sent in one copy per step).
+  // Where each per-step array lies in the int32 table (sent in one copy per step). The block
+  // tables come last: every other offset depends only on the step's rows and sequences, as a
+  // captured graph needs.
   struct StepTable {
     int64_t rows = 0, seqs = 0, out_rows = 0;
     int64_t ids = 0, row_sequence = 0, out_row = 0, row_begin = 0, row_count = 0, slot = 0,
@@ -107,9 +124,11 @@ struct CudaHybridBackend::Impl {
     // split-keys kernel, and those of longer pieces (prompts) in tiles of up to 16 rows through
     // the tensor-core one.
     int64_t num_prefill_tiles = 0, num_decode_rows = 0;
-    int64_t max_keys = 0;         // the most keys any row of the step attends to
-    int64_t max_decode_keys = 0;  // the same over the decode rows
-    int64_t max_tokens = 0;       // the most tokens any sequence has
+    // The most keys any row of the step attends to, and the same over the decode rows (for a
+    // graph: rounded up by GraphKeysBucket, the same for every step the graph runs).
+    int64_t max_keys = 0, max_decode_keys = 0;
+    int64_t max_tokens = 0;  // the most tokens any sequence has
+    int64_t real_seqs = 0;   // the callers' sequences; seqs - real_seqs pad a graph's bucket
   };
   enum class Output { kLogits, kGreedy, kSampled };
   // How an attention layer's split-keys kernel splits its rows' keys in a step (rows 0: the
@@ -127,7 +146,9 @@ struct CudaHybridBackend::Impl {
   // Checks that the chunks' KV block tables cover their positions (ValidateChunks checks the
   // ids).
   absl::Status CheckBlockTables(std::span<const SlotChunk> chunks) const;
-  StepTable BuildTable(std::span<const SlotChunk> chunks, bool all_rows);
+  // The table's layout for `chunks`, padded to `padded_seqs` one-token sequences for a graph.
+  StepTable BuildTable(std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs);
+  void FillTable(std::span<const SlotChunk> chunks, const StepTable& t);
   absl::Status PrepareSampling(std::span<const TokenPick> picks, int64_t rows);
   absl::Status EnqueueStep(const StepTable& t, Output output);
   absl::Status EnqueueGka(const DeviceGkaLayer& layer, const StepTable& t);

@@ -38,6 +38,7 @@ absl::Status CudaHybridBackend::Impl::EnsureStepCapacity(int64_t rows, int64_t s
     RETURN_IF_ERROR(renew.Device(&act, new_rows * max_intermediate * 2));
     RETURN_IF_ERROR(renew.Device(&counters, counter_bytes));
     RETURN_IF_ERROR(renew.Pinned(&host_counters, counter_bytes));
+    graphs.Clear();
     renew.Commit();
     cap_rows = new_rows;
     cap_seqs = new_seqs;
@@ -48,12 +49,15 @@ absl::Status CudaHybridBackend::Impl::EnsureStepCapacity(int64_t rows, int64_t s
     cuda::BufferRenewal renew;
     RETURN_IF_ERROR(renew.Device(&table, ints * sizeof(int32_t)));
     RETURN_IF_ERROR(renew.Pinned(&host_table, ints * sizeof(int32_t)));
+    graphs.Clear();
     renew.Commit();
     cap_table = ints;
   }
   if (partial_floats > cap_partials) {
     RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     const int64_t floats = std::max(partial_floats, 2 * cap_partials);
+    graphs.Clear();
+    cap_partials = 0;
     RETURN_IF_ERROR(partials.Allocate(floats * sizeof(float)));
     cap_partials = floats;
   }
@@ -65,6 +69,7 @@ absl::Status CudaHybridBackend::Impl::EnsureOutputCapacity(int64_t rows, Output 
     return absl::OkStatus();
   }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  graphs.Clear();  // they copy from and to these buffers
   const int64_t new_rows = std::max(rows, cap_logit_rows);
   const int64_t c = spec.hidden_size;
   // Logits can be gigabytes when every row's are wanted: the old buffers go first.
@@ -96,6 +101,7 @@ absl::Status CudaHybridBackend::Impl::EnsurePenaltyCapacity(int64_t entries) {
   cuda::BufferRenewal renew;
   RETURN_IF_ERROR(renew.Device(&penalties, n * sizeof(cuda::PenaltyEntry)));
   RETURN_IF_ERROR(renew.Pinned(&host_penalties, n * sizeof(cuda::PenaltyEntry)));
+  graphs.Clear();
   renew.Commit();
   cap_penalties = n;
   return absl::OkStatus();
@@ -129,9 +135,10 @@ absl::Status CudaHybridBackend::Impl::CheckBlockTables(std::span<const SlotChunk
 }
 
 CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
-    std::span<const SlotChunk> chunks, bool all_rows) {
+    std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs) {
   StepTable t;
-  t.seqs = static_cast<int64_t>(chunks.size());
+  t.real_seqs = static_cast<int64_t>(chunks.size());
+  t.seqs = padded_seqs;
   int64_t blocks = 0;
   for (const SlotChunk& chunk : chunks) {
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
@@ -146,6 +153,18 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
     } else {
       t.num_prefill_tiles += (n + kPrefillTileRows - 1) / kPrefillTileRows;
     }
+  }
+  const int64_t padding = padded_seqs - t.real_seqs;
+  if (padding > 0) {  // one token each at position 0 of the scratch slot and block
+    t.rows += padding;
+    t.num_decode_rows += padding;
+    t.max_tokens = std::max<int64_t>(t.max_tokens, 1);
+    blocks += kv.empty() ? 0 : padding;
+  }
+  if (padded_seqs != t.real_seqs || t.real_seqs == t.num_decode_rows) {
+    // A decode step that may run from a graph: the splits must not change with every token.
+    t.max_decode_keys = GraphKeysBucket(std::max<int64_t>(t.max_decode_keys, 1));
+    t.max_keys = t.max_decode_keys;
   }
   t.out_rows = all_rows ? t.rows : t.seqs;
   int64_t at = 0;
@@ -164,11 +183,55 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
   t.tolerance = take(t.seqs);
   t.max_iterations = take(t.seqs);
   t.table_begin = take(t.seqs);
-  t.block_tables = take(blocks);
   t.prefill_tiles = take(t.num_prefill_tiles);
   t.decode_rows = take(t.num_decode_rows);
+  t.block_tables = take(blocks);
   t.total = at;
   return t;
+}
+
+void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks, const StepTable& t) {
+  int32_t* host = host_table.as<int32_t>();
+  int64_t row = 0, block_at = 0, tile_at = 0, decode_at = 0;
+  auto add_sequence = [&](int64_t i, int64_t slot, std::span<const int32_t> tokens, int64_t start,
+                          SolverOptions solver, const int32_t* blocks, int64_t num_blocks) {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    host[t.row_begin + i] = static_cast<int32_t>(row);
+    host[t.row_count + i] = static_cast<int32_t>(n);
+    host[t.slot + i] = static_cast<int32_t>(slot);
+    host[t.start_position + i] = static_cast<int32_t>(start);
+    std::memcpy(&host[t.tolerance + i], &solver.tolerance, sizeof(float));
+    host[t.max_iterations + i] = solver.max_iterations;
+    host[t.table_begin + i] = static_cast<int32_t>(block_at);
+    std::copy_n(blocks, num_blocks, host + t.block_tables + block_at);
+    block_at += num_blocks;
+    if (n == 1) {
+      host[t.decode_rows + decode_at++] = static_cast<int32_t>(row);
+    } else {
+      for (int64_t first = 0; first < n; first += kPrefillTileRows) {
+        host[t.prefill_tiles + tile_at++] = static_cast<int32_t>(row + first);
+      }
+    }
+    for (int32_t token : tokens) {
+      host[t.ids + row] = token;
+      host[t.row_sequence + row] = static_cast<int32_t>(i);
+      if (t.out_rows == t.rows) host[t.out_row + row] = static_cast<int32_t>(row);
+      ++row;
+    }
+    if (t.out_rows != t.rows) host[t.out_row + i] = static_cast<int32_t>(row - 1);
+  };
+  for (int64_t i = 0; i < t.real_seqs; ++i) {
+    const SlotChunk& chunk = chunks[i];
+    const int64_t start = positions[chunk.slot];
+    const int64_t end = start + static_cast<int64_t>(chunk.tokens.size());
+    add_sequence(i, chunk.slot, chunk.tokens, start, chunk.solver, chunk.kv_blocks.data(),
+                 kv.BlocksFor(end));
+  }
+  static constexpr int32_t kPaddingToken = 0;
+  for (int64_t i = t.real_seqs; i < t.seqs; ++i) {
+    add_sequence(i, scratch_slot, {&kPaddingToken, 1}, 0, {0.0f, 1}, &scratch_block,
+                 kv.empty() ? 0 : 1);
+  }
 }
 
 absl::Status CudaHybridBackend::Impl::PrepareSampling(std::span<const TokenPick> picks,
@@ -185,7 +248,12 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   // A step that failed half-way may have left work queued that reads the host table.
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   RETURN_IF_ERROR(CheckBlockTables(chunks));
-  const StepTable t = BuildTable(chunks, which == LogitsFor::kAllTokens);
+  const bool all_rows = which == LogitsFor::kAllTokens;
+  const int64_t seqs = static_cast<int64_t>(chunks.size());
+  const bool graphable = options.use_graphs && !all_rows && seqs <= kMaxGraphBatch &&
+                         std::all_of(chunks.begin(), chunks.end(),
+                                     [](const SlotChunk& c) { return c.tokens.size() == 1; });
+  const StepTable t = BuildTable(chunks, all_rows, graphable ? GraphBucket(seqs) : seqs);
   int64_t partial_floats = 0;  // the split-keys attention kernel's scratch
   for (const DeviceHybridLayer& layer : layers) {
     const auto* a = std::get_if<DeviceAttentionLayer>(&layer.mixer);
@@ -197,54 +265,30 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   }
   RETURN_IF_ERROR(EnsureStepCapacity(t.rows, t.seqs, t.total, partial_floats));
   RETURN_IF_ERROR(EnsureOutputCapacity(t.out_rows, output));
-
-  int32_t* host = host_table.as<int32_t>();
-  int64_t row = 0, block_at = 0, tile_at = 0, decode_at = 0;
-  for (int64_t i = 0; i < t.seqs; ++i) {
-    const SlotChunk& chunk = chunks[i];
-    const int64_t n = static_cast<int64_t>(chunk.tokens.size());
-    const int64_t start = positions[chunk.slot];
-    host[t.row_begin + i] = static_cast<int32_t>(row);
-    host[t.row_count + i] = static_cast<int32_t>(n);
-    host[t.slot + i] = static_cast<int32_t>(chunk.slot);
-    host[t.start_position + i] = static_cast<int32_t>(start);
-    std::memcpy(&host[t.tolerance + i], &chunk.solver.tolerance, sizeof(float));
-    host[t.max_iterations + i] = chunk.solver.max_iterations;
-    host[t.table_begin + i] = static_cast<int32_t>(block_at);
-    const int64_t blocks = kv.BlocksFor(start + n);
-    std::copy_n(chunk.kv_blocks.begin(), blocks, host + t.block_tables + block_at);
-    block_at += blocks;
-    if (n == 1) {
-      host[t.decode_rows + decode_at++] = static_cast<int32_t>(row);
-    } else {
-      for (int64_t first = 0; first < n; first += kPrefillTileRows) {
-        host[t.prefill_tiles + tile_at++] = static_cast<int32_t>(row + first);
-      }
-    }
-    for (int32_t token : chunk.tokens) {
-      host[t.ids + row] = token;
-      host[t.row_sequence + row] = static_cast<int32_t>(i);
-      if (t.out_rows == t.rows) host[t.out_row + row] = static_cast<int32_t>(row);
-      ++row;
-    }
-    if (t.out_rows != t.rows) host[t.out_row + i] = static_cast<int32_t>(row - 1);
-  }
+  FillTable(chunks, t);
+  const int32_t* host = host_table.as<int32_t>();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), host, t.total * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, stream));
   if (output == Output::kSampled) RETURN_IF_ERROR(PrepareSampling(picks, t.out_rows));
-  RETURN_IF_ERROR(EnqueueStep(t, output));
+  if (graphable) {
+    const StepGraphKey key{
+        .batch = t.seqs, .output = static_cast<int32_t>(output), .variant = t.max_decode_keys};
+    RETURN_IF_ERROR(graphs.Run(key, stream, [&] { return EnqueueStep(t, output); }));
+  } else {
+    RETURN_IF_ERROR(EnqueueStep(t, output));
+  }
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
 
   for (const SlotChunk& chunk : chunks) positions[chunk.slot] += chunk.tokens.size();
   if (max_gka_heads > 0) {
     const auto* c = host_counters.as<const cuda::SolveCounters>();
-    for (int64_t i = 0; i < t.seqs; ++i) {
+    for (int64_t i = 0; i < t.real_seqs; ++i) {
       if (chunks[i].stats != nullptr) {
         MergeSolveCounters(c + i * max_gka_heads, max_gka_heads, chunks[i].stats);
       }
     }
   }
-  *out_rows = t.out_rows;
+  *out_rows = all_rows ? t.rows : t.real_seqs;
   return absl::OkStatus();
 }
 

@@ -6,9 +6,10 @@
 // in the same run.
 //
 //   cuda_hybrid_bench --config tools/bench/configs/hqwen3-8b-gka.json [--contexts 16384,32768]
-//       [--max-batch 0 (as many as fit)] [--iterations 30,10] [--tolerances 0,1e-3]
-//       [--decode-steps 8] [--ttft 14336] [--prefill-batch 8] [--prefill-len 16384]
-//       [--chunk 2048] [--gpu-memory-utilization 0.92] [--kv-cache-dtype bf16|fp8]
+//       [--max-batch 0 (as many as fit; a list runs each)] [--iterations 30,10]
+//       [--tolerances 0,1e-3] [--decode-steps 8] [--ttft 14336] [--prefill-batch 8]
+//       [--prefill-len 16384] [--chunk 2048] [--gpu-memory-utilization 0.92]
+//       [--kv-cache-dtype bf16|fp8] [--graphs 1 (0: launch every decode step)]
 //
 // Decode at context L: one real L-token prefill, its recurrent state copied into every slot;
 // their KV blocks (distinct per sequence) hold zeros, as the kernels' bytes and work do not
@@ -79,10 +80,11 @@ absl::Status Bench(int argc, char** argv) {
                    CliArgs::Parse(argc, argv,
                                   {"config", "contexts", "max-batch", "iterations", "tolerances",
                                    "decode-steps", "ttft", "prefill-batch", "prefill-len", "chunk",
-                                   "gpu-memory-utilization", "kv-cache-dtype"}));
+                                   "gpu-memory-utilization", "kv-cache-dtype", "graphs"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
-  ASSIGN_OR_RETURN(const int64_t max_batch, args.Int("max-batch", 0));
+  ASSIGN_OR_RETURN(const auto max_batches, args.NumberList("max-batch", "0"));
+  ASSIGN_OR_RETURN(const int64_t use_graphs, args.Int("graphs", 1));
   ASSIGN_OR_RETURN(const auto iteration_caps, args.NumberList("iterations", "30,10"));
   ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3"));
   ASSIGN_OR_RETURN(const int64_t steps, args.Int("decode-steps", 8));
@@ -127,7 +129,8 @@ absl::Status Bench(int argc, char** argv) {
                                               .num_kv_blocks = 0,
                                               .kv_block_size = 16,
                                               .kv_cache_dtype = kv_dtype,
-                                              .gpu_memory_utilization = utilization}));
+                                              .gpu_memory_utilization = utilization,
+                                              .use_graphs = use_graphs != 0}));
   CudaHybridBackend& b = *backend;
   const KvLayout& kv = b.kv_layout();
   ASSIGN_OR_RETURN(const double ceiling, cuda::MeasureDeviceCopyBandwidth(2ll << 30));
@@ -173,53 +176,60 @@ absl::Status Bench(int argc, char** argv) {
 
   for (double context_value : contexts) {
     const int64_t context = static_cast<int64_t>(context_value);
-    const int64_t batch = max_batch > 0 ? std::min(max_batch, fit) : fit;
     ASSIGN_OR_RETURN(const double template_seconds,
                      Prefill(b, 0, 1, context, chunk, tables, default_cap));
     RETURN_IF_ERROR(b.CopySlot(0, template_slot));
-    std::printf("context %lld: template prefill %.2f s; decode batch %lld\n",
-                static_cast<long long>(context), template_seconds, static_cast<long long>(batch));
+    std::printf("context %lld: template prefill %.2f s; as many as fit: %lld\n",
+                static_cast<long long>(context), template_seconds, static_cast<long long>(fit));
     std::fflush(stdout);
-    for (double cap_value : iteration_caps) {
-      for (double tol : tolerances) {
-        for (int64_t s = 0; s < batch; ++s) RETURN_IF_ERROR(b.CopySlot(template_slot, s));
-        std::vector<int32_t> tokens(batch);
-        std::vector<SolverStats> stats(batch);
-        std::vector<int32_t> next;
-        double seconds = 0;
-        for (int64_t step = 0; step < steps + 2; ++step) {
-          std::vector<SlotChunk> chunks;
-          for (int64_t s = 0; s < batch; ++s) {
-            tokens[s] = TokenAt(context + step, s, spec.vocab_size);
-            chunks.push_back({.slot = s,
-                              .tokens = std::span<const int32_t>(&tokens[s], 1),
-                              .solver = {static_cast<float>(tol), static_cast<int32_t>(cap_value)},
-                              .stats = step >= 2 ? &stats[s] : nullptr,
-                              .phase = SolvePhase::kDecode,
-                              .kv_blocks = tables[s]});
+    for (double batch_value : max_batches) {
+      const int64_t batch =
+          batch_value > 0 ? std::min(static_cast<int64_t>(batch_value), fit) : fit;
+      for (double cap_value : iteration_caps) {
+        for (double tol : tolerances) {
+          for (int64_t s = 0; s < batch; ++s) RETURN_IF_ERROR(b.CopySlot(template_slot, s));
+          std::vector<int32_t> tokens(batch);
+          std::vector<SolverStats> stats(batch);
+          std::vector<int32_t> next;
+          double seconds = 0;
+          for (int64_t step = 0; step < steps + 2; ++step) {
+            std::vector<SlotChunk> chunks;
+            for (int64_t s = 0; s < batch; ++s) {
+              tokens[s] = TokenAt(context + step, s, spec.vocab_size);
+              chunks.push_back(
+                  {.slot = s,
+                   .tokens = std::span<const int32_t>(&tokens[s], 1),
+                   .solver = {static_cast<float>(tol), static_cast<int32_t>(cap_value)},
+                   .stats = step >= 2 ? &stats[s] : nullptr,
+                   .phase = SolvePhase::kDecode,
+                   .kv_blocks = tables[s]});
+            }
+            const auto start = Clock::now();
+            RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+            if (step >= 2) seconds += SecondsSince(start);  // two warm-up steps
           }
-          const auto start = Clock::now();
-          RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
-          if (step >= 2) seconds += SecondsSince(start);  // two warm-up steps
+          SolverStats all;
+          for (const SolverStats& s : stats) all.Merge(s);
+          const double step_s = seconds / steps;
+          const double bytes = static_cast<double>(b.weight_bytes()) +
+                               batch * (static_cast<double>(context) * kv.bytes_per_token() +
+                                        2.0 * b.state_bytes_per_slot());
+          const double limit_tok_s = batch / (bytes / ceiling);
+          std::printf(
+              "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s "
+              " "
+              "mean_iters %5.2f  bytes/step %.2f GB  %.2f TB/s  byte limit %.0f tok/s (%.0f%%)\n",
+              static_cast<long long>(context), static_cast<long long>(batch),
+              static_cast<int>(cap_value), tol, step_s * 1e3, batch / step_s, all.MeanIterations(),
+              bytes / 1e9, bytes / step_s / 1e12, limit_tok_s,
+              100.0 * (batch / step_s) / limit_tok_s);
+          std::fflush(stdout);
         }
-        SolverStats all;
-        for (const SolverStats& s : stats) all.Merge(s);
-        const double step_s = seconds / steps;
-        const double bytes = static_cast<double>(b.weight_bytes()) +
-                             batch * (static_cast<double>(context) * kv.bytes_per_token() +
-                                      2.0 * b.state_bytes_per_slot());
-        const double limit_tok_s = batch / (bytes / ceiling);
-        std::printf(
-            "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s  "
-            "mean_iters %5.2f  bytes/step %.2f GB  %.2f TB/s  byte limit %.0f tok/s (%.0f%%)\n",
-            static_cast<long long>(context), static_cast<long long>(batch),
-            static_cast<int>(cap_value), tol, step_s * 1e3, batch / step_s, all.MeanIterations(),
-            bytes / 1e9, bytes / step_s / 1e12, limit_tok_s,
-            100.0 * (batch / step_s) / limit_tok_s);
-        std::fflush(stdout);
       }
     }
   }
+  std::printf("decode steps replayed from CUDA graphs: %lld\n",
+              static_cast<long long>(b.graph_replays()));
   return absl::OkStatus();
 }
 
