@@ -227,10 +227,14 @@ void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks, const
     add_sequence(i, chunk.slot, chunk.tokens, start, chunk.solver, chunk.kv_blocks.data(),
                  kv.BlocksFor(end));
   }
+  // Padding: a row each through the row kernels and attention (one key, on the scratch slot
+  // and block), but no tokens for the convolution and the GKA recurrence, which skip such
+  // sequences: their state traffic would cost as much as a real sequence's.
   static constexpr int32_t kPaddingToken = 0;
   for (int64_t i = t.real_seqs; i < t.seqs; ++i) {
     add_sequence(i, scratch_slot, {&kPaddingToken, 1}, 0, {0.0f, 1}, &scratch_block,
                  kv.empty() ? 0 : 1);
+    host[t.row_count + i] = 0;
   }
 }
 
