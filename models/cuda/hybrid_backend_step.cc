@@ -154,18 +154,15 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
       t.num_prefill_tiles += (n + kPrefillTileRows - 1) / kPrefillTileRows;
     }
   }
-  const int64_t padding = padded_seqs - t.real_seqs;
-  if (padding > 0) {  // one token each at position 0 of the scratch slot and block
-    t.rows += padding;
-    t.num_decode_rows += padding;
-    t.max_tokens = std::max<int64_t>(t.max_tokens, 1);
-    blocks += kv.empty() ? 0 : padding;
-  }
-  if (padded_seqs != t.real_seqs || t.real_seqs == t.num_decode_rows) {
+  if (t.num_decode_rows == t.real_seqs) {
     // A decode step that may run from a graph: the splits must not change with every token.
     t.max_decode_keys = GraphKeysBucket(std::max<int64_t>(t.max_decode_keys, 1));
     t.max_keys = t.max_decode_keys;
   }
+  const int64_t padding = padded_seqs - t.real_seqs;
+  t.rows += padding;  // a row each at position 0 of the scratch slot and block
+  t.num_decode_rows += padding;
+  blocks += kv.empty() ? 0 : padding;
   t.out_rows = all_rows ? t.rows : t.seqs;
   int64_t at = 0;
   auto take = [&](int64_t n) {

@@ -75,6 +75,56 @@ absl::StatusOr<double> Prefill(CudaHybridBackend& b, int64_t first, int64_t coun
   return SecondsSince(start);
 }
 
+struct DecodeRun {
+  int64_t context = 0, batch = 0;
+  int32_t max_iterations = 0;
+  float tolerance = 0.0f;
+  int64_t steps = 0, template_slot = 0;
+  double copy_ceiling = 0.0;  // bytes/s
+};
+
+// Pure decode of run.batch sequences, each starting from the template slot's state at
+// run.context: two warm-up steps, then run.steps timed ones; prints one line.
+absl::Status MeasureDecode(CudaHybridBackend& b, const DecodeRun& run,
+                           const std::vector<std::vector<int32_t>>& tables) {
+  const ModelSpec& spec = b.spec();
+  for (int64_t s = 0; s < run.batch; ++s) RETURN_IF_ERROR(b.CopySlot(run.template_slot, s));
+  std::vector<int32_t> tokens(run.batch), next;
+  std::vector<SolverStats> stats(run.batch);
+  double seconds = 0;
+  for (int64_t step = 0; step < run.steps + 2; ++step) {
+    std::vector<SlotChunk> chunks;
+    for (int64_t s = 0; s < run.batch; ++s) {
+      tokens[s] = TokenAt(run.context + step, s, spec.vocab_size);
+      chunks.push_back({.slot = s,
+                        .tokens = std::span<const int32_t>(&tokens[s], 1),
+                        .solver = {run.tolerance, run.max_iterations},
+                        .stats = step >= 2 ? &stats[s] : nullptr,
+                        .phase = SolvePhase::kDecode,
+                        .kv_blocks = tables[s]});
+    }
+    const auto start = Clock::now();
+    RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+    if (step >= 2) seconds += SecondsSince(start);  // two warm-up steps
+  }
+  SolverStats all;
+  for (const SolverStats& s : stats) all.Merge(s);
+  const double step_s = seconds / run.steps;
+  const double batch = static_cast<double>(run.batch);
+  const double bytes = static_cast<double>(b.weight_bytes()) +
+                       batch * (static_cast<double>(run.context) * b.kv_layout().bytes_per_token() +
+                                2.0 * b.state_bytes_per_slot());
+  const double limit_tok_s = batch / (bytes / run.copy_ceiling);
+  std::printf(
+      "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s  "
+      "mean_iters %5.2f  bytes/step %.2f GB  %.2f TB/s  byte limit %.0f tok/s (%.0f%%)\n",
+      static_cast<long long>(run.context), static_cast<long long>(run.batch), run.max_iterations,
+      static_cast<double>(run.tolerance), step_s * 1e3, batch / step_s, all.MeanIterations(),
+      bytes / 1e9, bytes / step_s / 1e12, limit_tok_s, 100.0 * (batch / step_s) / limit_tok_s);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const CliArgs args,
                    CliArgs::Parse(argc, argv,
@@ -187,43 +237,15 @@ absl::Status Bench(int argc, char** argv) {
           batch_value > 0 ? std::min(static_cast<int64_t>(batch_value), fit) : fit;
       for (double cap_value : iteration_caps) {
         for (double tol : tolerances) {
-          for (int64_t s = 0; s < batch; ++s) RETURN_IF_ERROR(b.CopySlot(template_slot, s));
-          std::vector<int32_t> tokens(batch);
-          std::vector<SolverStats> stats(batch);
-          std::vector<int32_t> next;
-          double seconds = 0;
-          for (int64_t step = 0; step < steps + 2; ++step) {
-            std::vector<SlotChunk> chunks;
-            for (int64_t s = 0; s < batch; ++s) {
-              tokens[s] = TokenAt(context + step, s, spec.vocab_size);
-              chunks.push_back(
-                  {.slot = s,
-                   .tokens = std::span<const int32_t>(&tokens[s], 1),
-                   .solver = {static_cast<float>(tol), static_cast<int32_t>(cap_value)},
-                   .stats = step >= 2 ? &stats[s] : nullptr,
-                   .phase = SolvePhase::kDecode,
-                   .kv_blocks = tables[s]});
-            }
-            const auto start = Clock::now();
-            RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
-            if (step >= 2) seconds += SecondsSince(start);  // two warm-up steps
-          }
-          SolverStats all;
-          for (const SolverStats& s : stats) all.Merge(s);
-          const double step_s = seconds / steps;
-          const double bytes = static_cast<double>(b.weight_bytes()) +
-                               batch * (static_cast<double>(context) * kv.bytes_per_token() +
-                                        2.0 * b.state_bytes_per_slot());
-          const double limit_tok_s = batch / (bytes / ceiling);
-          std::printf(
-              "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s "
-              " "
-              "mean_iters %5.2f  bytes/step %.2f GB  %.2f TB/s  byte limit %.0f tok/s (%.0f%%)\n",
-              static_cast<long long>(context), static_cast<long long>(batch),
-              static_cast<int>(cap_value), tol, step_s * 1e3, batch / step_s, all.MeanIterations(),
-              bytes / 1e9, bytes / step_s / 1e12, limit_tok_s,
-              100.0 * (batch / step_s) / limit_tok_s);
-          std::fflush(stdout);
+          RETURN_IF_ERROR(MeasureDecode(b,
+                                        {.context = context,
+                                         .batch = batch,
+                                         .max_iterations = static_cast<int32_t>(cap_value),
+                                         .tolerance = static_cast<float>(tol),
+                                         .steps = steps,
+                                         .template_slot = template_slot,
+                                         .copy_ceiling = ceiling},
+                                        tables));
         }
       }
     }
