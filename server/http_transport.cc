@@ -545,15 +545,21 @@ void HttpTransport::Stop() {
       }
       impl.monitor_wake.notify_all();
       if (impl.monitor.joinable()) impl.monitor.join();
-      MHD_quiesce_daemon(impl.daemon);
+      // No MHD_quiesce_daemon here: with epoll and threads of its own, libmicrohttpd (0.9.75)
+      // removes the listen socket from a worker's epoll set both in MHD_quiesce_daemon and in
+      // that worker's event loop, unlocked, and the loser's failed removal aborts the process
+      // ("Failed to remove listen FD from epoll set"; CI saw it once in a test's Stop). Stopping
+      // without it accepts a few more connections at most, which MHD_stop_daemon closes with
+      // the rest, and MHD_stop_daemon closes the listen socket too.
       // libmicrohttpd must not stop with connections suspended: wake them all; each one then
       // sees `stopping` and is closed.
       impl.ResumeAll();
       MHD_stop_daemon(impl.daemon);
       impl.daemon = nullptr;
+      impl.listen_fd = -1;  // closed by MHD_stop_daemon
     }
     impl.workers.Stop();
-    if (impl.listen_fd >= 0) close(impl.listen_fd);
+    if (impl.listen_fd >= 0) close(impl.listen_fd);  // bound, never started
     impl.listen_fd = -1;
   }
 }

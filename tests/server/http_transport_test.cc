@@ -219,6 +219,35 @@ TEST_F(HttpTransportTest, SlowAndIdleConnectionsDoNotStarveTheProbes) {
   for (int fd : slow) close(fd);
 }
 
+// Stopping under load neither aborts nor hangs: each of 300 transports is stopped while two
+// clients keep its workers busy. (Stop once called MHD_quiesce_daemon, which in libmicrohttpd
+// 0.9.75 races a worker's event loop for the listen socket under epoll and calls abort() when it
+// loses, "Failed to remove listen FD from epoll set": CI met it once in a test's Stop. That race
+// is too narrow for this test to meet reliably; a bare libmicrohttpd program that starts,
+// quiesces and stops a daemon 3,000 times met it in 2 runs of 3.)
+TEST_F(HttpTransportTest, StopsWhileClientsKeepItBusy) {
+  for (int i = 0; i < 300; ++i) {
+    StartTransport(HttpTransportOptions{});
+    std::atomic<bool> stop{false};
+    std::atomic<int> answered{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 2; ++c) {
+      clients.emplace_back([&] {
+        httplib::Client client("127.0.0.1", port_);
+        client.set_connection_timeout(1, 0);
+        while (!stop) {
+          if (auto reply = client.Get("/health"); reply && reply->status == 200) ++answered;
+        }
+      });
+    }
+    while (answered < 4) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    transport_->Stop();
+    stop = true;
+    for (std::thread& t : clients) t.join();
+    transport_.reset();
+  }
+}
+
 // A client that sends its request head a byte at a time, never idle long enough for the idle
 // time-out, is closed at the head deadline; a keep-alive connection that sends its next request
 // within the deadline keeps working.
