@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test suite under sanitizers (CPU only): every test under AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan/; leaks and any undefined behaviour fail), then the
-# engine's and the HTTP server's threaded tests under ThreadSanitizer (build-tsan/; one OpenMP
-# thread: libgomp itself is not instrumented, so its barriers would be reported). The presets are
-# in CMakePresets.json. scripts/test.sh runs this after the plain suite; about 12 minutes on 2
+# engine's, the HTTP server's and the tensor-parallel ranks' threaded tests under
+# ThreadSanitizer (build-tsan/; one OpenMP thread: libgomp itself is not instrumented, so its
+# barriers would be reported). The presets are in CMakePresets.json. scripts/test.sh runs this after the plain suite; about 12 minutes on 2
 # cores from nothing, less with ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,8 @@ status=0
 for test in tests/unit/engine_test tests/unit/hybrid_engine_test tests/unit/prefix_cache_engine_test \
   tests/unit/session_test \
   tests/unit/event_delivery_test \
-  tests/server/http_server_test tests/server/http_transport_test; do
+  tests/server/http_server_test tests/server/http_transport_test \
+  tests/unit/thread_collectives_test tests/unit/tensor_parallel_cpu_backend_test; do
   echo "== ThreadSanitizer: $test"
   "build-tsan/$test" --gtest_brief=1 || status=1
 done

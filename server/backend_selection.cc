@@ -12,6 +12,7 @@
 #include "kernels/device_info.h"
 #include "models/cpu_backend.h"
 #include "models/mesanet_model.h"
+#include "models/tensor_parallel_cpu_backend.h"
 #include "server/command_support.h"
 #ifdef RIDGE_HAVE_CUDA_BACKEND
 #include "models/cuda/cuda_backend.h"
@@ -23,10 +24,13 @@ namespace {
 
 // The CPU backend's pools are allocated up front in host memory: at most as many states and
 // blocks as fit in half of the memory available now (at least one of each), with a warning,
-// instead of failing later; an error when not even one sequence's state fits.
+// instead of failing later; an error when not even one sequence's state fits. With
+// `tensor_parallel` ranks above 1, the ranks are threads of this process, each with its share of
+// every state and block (TensorParallelCpuBackend).
 absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* model,
                                                                  int64_t num_slots,
-                                                                 int64_t num_kv_blocks) {
+                                                                 int64_t num_kv_blocks,
+                                                                 int32_t tensor_parallel) {
   const CpuDecoder& decoder = model->decoder();
   const KvLayout& kv = decoder.kv_layout();
   MemoryRequest request{
@@ -36,6 +40,23 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* mo
       .kv_block_size = kv.block_size,
       .slots = num_slots,
       .kv_blocks = num_kv_blocks};
+  if (tensor_parallel > 1) {
+    if (model->hybrid_weights() == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tensor-parallel-size ", tensor_parallel,
+                       ": only hybrid_qwen3 models split over ranks (this is ",
+                       model->spec().architecture, ")"));
+    }
+    const absl::StatusOr<TensorParallelFootprint> footprint =
+        TensorParallelCpuBackend::Footprint(model->spec(), tensor_parallel, kv.block_size);
+    if (!footprint.ok()) {
+      return absl::Status(footprint.status().code(),
+                          absl::StrCat("--tensor-parallel-size ", tensor_parallel, ": ",
+                                       footprint.status().message()));
+    }
+    request.state_bytes_per_slot = footprint->state_bytes_per_slot;
+    request.kv_bytes_per_block = footprint->kv_bytes_per_block;
+  }
   const long pages = sysconf(_SC_AVPHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page_size > 0) {  // else unknown: no clamp
@@ -50,6 +71,17 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* mo
   const MemoryPlan plan = PlanMemory(request);
   for (const std::string& warning : plan.warnings) {
     Log(LogLevel::kWarning, warning, " (half of the available host memory)");
+  }
+  if (tensor_parallel > 1) {
+    ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelCpuBackend> backend,
+                     TensorParallelCpuBackend::Create(model->spec(), *model->hybrid_weights(),
+                                                      {.ranks = tensor_parallel,
+                                                       .num_slots = plan.slots,
+                                                       .num_kv_blocks = plan.kv_blocks,
+                                                       .kv_block_size = kv.block_size}));
+    Log(LogLevel::kInfo, "backend: CPU, tensor parallel over ", tensor_parallel,
+        " ranks (threads of this process)");
+    return std::unique_ptr<ModelBackend>(std::move(backend));
   }
   return std::unique_ptr<ModelBackend>(
       std::make_unique<CpuBackend>(&decoder, plan.slots, plan.kv_blocks));
@@ -73,6 +105,11 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-cache-dtype '", kv_dtype, "' must be auto, bf16, fp8 or fp8_e4m3"));
   }
+  ASSIGN_OR_RETURN(const int64_t tensor_parallel, args.Int("tensor-parallel-size", 1));
+  if (tensor_parallel < 1 || tensor_parallel > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensor-parallel-size ", tensor_parallel, " must be in [1, 64]"));
+  }
   const bool has_kv = !model->decoder().kv_layout().empty();
   const auto on_the_cpu = [&]() -> absl::StatusOr<std::unique_ptr<ModelBackend>> {
     if (kv_dtype != "auto" && has_kv) {
@@ -80,12 +117,20 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
           absl::StrCat("--kv-cache-dtype ", kv_dtype,
                        ": the CPU backend keeps fp32 keys and values (give auto)"));
     }
-    return CpuBackendThatFits(model, num_slots, num_kv_blocks);
+    return CpuBackendThatFits(model, num_slots, num_kv_blocks,
+                              static_cast<int32_t>(tensor_parallel));
   };
   ASSIGN_OR_RETURN(const int64_t cuda_device, args.Int("cuda-device", 0));
   const std::vector<CudaDeviceInfo> gpus = QueryCudaDevices();
   bool use_cuda = device == "cuda";
   if (device == "auto") use_cuda = !gpus.empty();
+  if (use_cuda && tensor_parallel > 1) {
+    // Not a fallback to the CPU: whoever asks for ranks over GPUs wants the GPUs.
+    return absl::UnimplementedError(absl::StrCat(
+        "--tensor-parallel-size ", tensor_parallel, " on ",
+        device == "auto" ? "GPUs" : "--device cuda",
+        ": the multi-GPU (NCCL) backend is not built yet; --device cpu runs the ranks as threads"));
+  }
   if (use_cuda) {
 #ifdef RIDGE_HAVE_CUDA_BACKEND
     if (cuda_device < 0 || cuda_device >= static_cast<int64_t>(gpus.size())) {

@@ -14,7 +14,7 @@ namespace ridge {
 
 // The flags this adds to a command.
 inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-memory-utilization",
-                                                "kv-cache-dtype"};
+                                                "kv-cache-dtype", "tensor-parallel-size"};
 
 // `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
 // its weights to the GPU). The backend may hold fewer than `num_slots` states and
@@ -24,6 +24,8 @@ inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-me
 // hybrid_qwen3 on CudaHybridBackend (whose KV pool fills
 // what the utilization leaves unless --kv-blocks or --kv-cache-memory is given); where the GPU
 // cannot run a model, --device auto uses the CPU and --device cuda is an error.
+// --tensor-parallel-size N (hybrid_qwen3) splits the model over N ranks: on the CPU, threads of
+// this process (TensorParallelCpuBackend); over GPUs, an error until the NCCL backend exists.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const Model* model,
                                                                      int64_t num_slots,

@@ -134,32 +134,19 @@ absl::StatusOr<std::unique_ptr<HybridQwen3Model>> HybridQwen3Model::Random(const
 absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& source,
                                             int64_t kv_block_size) {
   const int64_t c = spec.hidden_size, v = spec.vocab_size;
-  const RecurrentLayout recurrent = PlanRecurrentLayout(spec);
-  const KvLayout kv = PlanKvLayout(spec, kv_block_size);
-  DecoderWeights weights;
-  ASSIGN_OR_RETURN(weights.embedding, source.Matrix("model.embed_tokens.weight", v, c));
+  ASSIGN_OR_RETURN(weights_.embedding, source.Matrix("model.embed_tokens.weight", v, c));
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const LayerSpec& layer = spec.layers[l];
     const std::string prefix = absl::StrCat("model.layers.", l, ".");
     const int64_t inter = layer.intermediate_size;
-    DecoderLayerWeights out;
-    HybridLayerWeights& gpu = weights_.layers.emplace_back();
+    HybridLayerWeights& out = weights_.layers.emplace_back();
     RETURN_IF_ERROR(source.Vector(prefix + "input_layernorm.weight", {c}, &out.input_norm));
     RETURN_IF_ERROR(source.Vector(prefix + "post_attention_layernorm.weight", {c}, &out.post_norm));
-    ASSIGN_OR_RETURN(const WeightMatrix gate,
-                     source.Matrix(prefix + "mlp.gate_proj.weight", inter, c));
-    ASSIGN_OR_RETURN(const WeightMatrix up, source.Matrix(prefix + "mlp.up_proj.weight", inter, c));
-    out.gate_up = {gate, up};
+    ASSIGN_OR_RETURN(out.gate, source.Matrix(prefix + "mlp.gate_proj.weight", inter, c));
+    ASSIGN_OR_RETURN(out.up, source.Matrix(prefix + "mlp.up_proj.weight", inter, c));
     ASSIGN_OR_RETURN(out.down, source.Matrix(prefix + "mlp.down_proj.weight", c, inter));
-    gpu.input_norm = out.input_norm;
-    gpu.post_norm = out.post_norm;
-    gpu.gate = gate;
-    gpu.up = up;
-    gpu.down = out.down;
     if (const auto* g = std::get_if<GkaSpec>(&layer.mixer)) {
-      ASSIGN_OR_RETURN(GkaLayerWeights w, ReadGkaLayer(source, *g, c, prefix + "gka."));
-      gpu.mixer = w;
-      out.mixer = std::make_unique<GkaMixer>(*g, c, std::move(w), recurrent.layer_offset[l]);
+      ASSIGN_OR_RETURN(out.mixer, ReadGkaLayer(source, *g, c, prefix + "gka."));
     } else {
       const auto& a = std::get<AttentionSpec>(layer.mixer);
       // hybrid-model-factory's training code saves sliding-window layers under "swa."; the spec
@@ -174,24 +161,49 @@ absl::Status HybridQwen3Model::BuildDecoder(ModelSpec spec, HybridWeightSource& 
       ASSIGN_OR_RETURN(w.o_proj, source.Matrix(attn + "o_proj.weight", c, a.q_heads * d));
       RETURN_IF_ERROR(source.Vector(attn + "q_norm.weight", {d}, &w.q_norm));
       RETURN_IF_ERROR(source.Vector(attn + "k_norm.weight", {d}, &w.k_norm));
-      const int64_t offset = a.window > 0 ? recurrent.layer_offset[l] : kv.layer_offset[l];
-      gpu.mixer = w;
-      out.mixer = std::make_unique<AttentionMixer>(a, c, std::move(w), offset);
+      out.mixer = std::move(w);
     }
-    weights.layers.push_back(std::move(out));
   }
-  RETURN_IF_ERROR(source.Vector("model.norm.weight", {c}, &weights.final_norm));
+  RETURN_IF_ERROR(source.Vector("model.norm.weight", {c}, &weights_.final_norm));
   if (spec.tie_word_embeddings) {
-    weights.head = weights.embedding;
+    weights_.head = weights_.embedding;
   } else {
-    ASSIGN_OR_RETURN(weights.head, source.Matrix("lm_head.weight", v, c));
+    ASSIGN_OR_RETURN(weights_.head, source.Matrix("lm_head.weight", v, c));
   }
-  weights_.embedding = weights.embedding;
-  weights_.final_norm = weights.final_norm;
-  weights_.head = weights.head;
   RETURN_IF_ERROR(source.Finish(spec.tie_word_embeddings));
-  decoder_ = std::make_unique<CpuDecoder>(std::move(spec), std::move(weights), kv_block_size);
+  DecoderWeights decoder_weights = HybridDecoderWeights(spec, weights_, kv_block_size);
+  decoder_ =
+      std::make_unique<CpuDecoder>(std::move(spec), std::move(decoder_weights), kv_block_size);
   return absl::OkStatus();
+}
+
+DecoderWeights HybridDecoderWeights(const ModelSpec& spec, const HybridWeights& weights,
+                                    int64_t kv_block_size) {
+  const int64_t c = spec.hidden_size;
+  const RecurrentLayout recurrent = PlanRecurrentLayout(spec);
+  const KvLayout kv = PlanKvLayout(spec, kv_block_size);
+  DecoderWeights out;
+  out.embedding = weights.embedding;
+  out.final_norm = weights.final_norm;
+  out.head = weights.head;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const HybridLayerWeights& w = weights.layers[l];
+    DecoderLayerWeights& layer = out.layers.emplace_back();
+    layer.input_norm = w.input_norm;
+    layer.post_norm = w.post_norm;
+    layer.gate_up = {w.gate, w.up};
+    layer.down = w.down;
+    if (const auto* g = std::get_if<GkaSpec>(&spec.layers[l].mixer)) {
+      layer.mixer = std::make_unique<GkaMixer>(*g, c, std::get<GkaLayerWeights>(w.mixer),
+                                               recurrent.layer_offset[l]);
+    } else {
+      const auto& a = std::get<AttentionSpec>(spec.layers[l].mixer);
+      const int64_t offset = a.window > 0 ? recurrent.layer_offset[l] : kv.layer_offset[l];
+      layer.mixer =
+          std::make_unique<AttentionMixer>(a, c, std::get<AttentionLayerWeights>(w.mixer), offset);
+    }
+  }
+  return out;
 }
 
 namespace {

@@ -46,4 +46,10 @@ class HybridQwen3Model : public Model {
   HybridWeights weights_;  // the same tensors as the decoder's, for the GPU
 };
 
+// The CPU decoder's layers over `weights` (views of its matrices, copies of its small vectors): a
+// GkaMixer or an AttentionMixer per layer of `spec`, at the offsets of spec's state and KV
+// layouts. `spec` may be a tensor-parallel rank's (RankSpec) with that rank's weights.
+DecoderWeights HybridDecoderWeights(const ModelSpec& spec, const HybridWeights& weights,
+                                    int64_t kv_block_size);
+
 }  // namespace ridge

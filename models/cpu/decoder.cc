@@ -8,12 +8,15 @@
 
 namespace ridge {
 
-CpuDecoder::CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size)
+CpuDecoder::CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size,
+                       std::optional<DecoderRank> rank)
     : spec_(std::move(spec)),
       weights_(std::move(weights)),
       recurrent_(PlanRecurrentLayout(spec_)),
-      kv_(PlanKvLayout(spec_, kv_block_size)) {
+      kv_(PlanKvLayout(spec_, kv_block_size)),
+      rank_(rank) {
   RIDGE_CHECK(weights_.layers.size() == spec_.layers.size());
+  RIDGE_CHECK(!rank_ || (rank_->collective != nullptr && rank_->vocab.end() <= spec_.vocab_size));
 }
 
 absl::Status CpuDecoder::Validate(std::span<const CpuSequence> sequences,
@@ -46,7 +49,7 @@ absl::Status CpuDecoder::Validate(std::span<const CpuSequence> sequences,
 absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* kv_storage,
                                  LogitsFor which, std::vector<float>* logits) const {
   RETURN_IF_ERROR(Validate(sequences, kv_storage));
-  const int64_t c = spec_.hidden_size, v = spec_.vocab_size;
+  const int64_t c = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   MixerBatch batch{.sequences = sequences, .kv_storage = kv_storage, .kv_layout = &kv_};
   for (const CpuSequence& s : sequences) {
@@ -55,15 +58,30 @@ absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* 
   }
   const int64_t rows = batch.rows;
   std::vector<float> hidden(rows * c), normed(rows * c);
-  int64_t row = 0;
-  for (const CpuSequence& s : sequences) {
-    for (int32_t token : s.tokens) WeightRowToFloat(weights_.embedding, token, &hidden[row++ * c]);
-  }
+  RETURN_IF_ERROR(Embed(sequences, hidden.data()));
+  // A rank's mixer and MLP give partial sums, added up over the ranks before the residual.
+  std::vector<float> partial(rank_ ? rows * c : 0);
+  const auto add_to_residual = [&]() -> absl::Status {
+    RETURN_IF_ERROR(rank_->collective->AllReduceSum(partial.data(), rows * c));
+    for (int64_t i = 0; i < rows * c; ++i) hidden[i] += partial[i];
+    return absl::OkStatus();
+  };
   for (const DecoderLayerWeights& layer : weights_.layers) {
     RmsNormRows(hidden.data(), layer.input_norm.data(), rows, c, eps, normed.data());
-    layer.mixer->Forward(batch, normed.data(), hidden.data());
+    if (rank_) {
+      std::fill(partial.begin(), partial.end(), 0.0f);
+      layer.mixer->Forward(batch, normed.data(), partial.data());
+      RETURN_IF_ERROR(add_to_residual());
+    } else {
+      layer.mixer->Forward(batch, normed.data(), hidden.data());
+    }
     RmsNormRows(hidden.data(), layer.post_norm.data(), rows, c, eps, normed.data());
-    SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), hidden.data(), true);
+    if (rank_) {
+      SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), partial.data(), false);
+      RETURN_IF_ERROR(add_to_residual());
+    } else {
+      SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), hidden.data(), true);
+    }
   }
 
   // Only the rows whose logits are wanted go through the final norm and the vocabulary product.
@@ -77,9 +95,54 @@ absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* 
     }
   }
   RmsNormRows(hidden.data(), weights_.final_norm.data(), out_rows, c, eps, normed.data());
-  logits->resize(out_rows * v);
-  MatMulWeights(normed.data(), out_rows, weights_.head, logits->data(), v, false);
-  return absl::OkStatus();
+  return Logits(normed.data(), out_rows, logits);
+}
+
+absl::Status CpuDecoder::Embed(std::span<const CpuSequence> sequences, float* hidden) const {
+  const int64_t c = spec_.hidden_size;
+  int64_t row = 0;
+  if (!rank_) {
+    for (const CpuSequence& s : sequences) {
+      for (int32_t token : s.tokens)
+        WeightRowToFloat(weights_.embedding, token, &hidden[row++ * c]);
+    }
+    return absl::OkStatus();
+  }
+  // A rank holds the rows of its slice of the vocabulary: zeros elsewhere, then the sum.
+  const IndexRange vocab = rank_->vocab;
+  for (const CpuSequence& s : sequences) {
+    for (int32_t token : s.tokens) {
+      float* out = &hidden[row++ * c];
+      if (token >= vocab.first && token < vocab.end()) {
+        WeightRowToFloat(weights_.embedding, token - vocab.first, out);
+      } else {
+        std::fill_n(out, c, 0.0f);
+      }
+    }
+  }
+  return rank_->collective->AllReduceSum(hidden, row * c);
+}
+
+absl::Status CpuDecoder::Logits(const float* normed, int64_t rows,
+                                std::vector<float>* logits) const {
+  const int64_t v = spec_.vocab_size;
+  if (!rank_) {
+    logits->resize(rows * v);
+    MatMulWeights(normed, rows, weights_.head, logits->data(), v, false);
+    return absl::OkStatus();
+  }
+  // Each rank's columns of the logits, gathered on rank 0.
+  const IndexRange vocab = rank_->vocab;
+  std::vector<float> local(rows * vocab.count);
+  MatMulWeights(normed, rows, weights_.head, local.data(), vocab.count, false);
+  const bool root = rank_->collective->rank() == 0;
+  if (root) {
+    logits->resize(rows * v);
+  } else {
+    logits->clear();
+  }
+  return rank_->collective->GatherColumns(local.data(), rows, vocab.first, vocab.count,
+                                          root ? logits->data() : nullptr, v);
 }
 
 void SwiGluMlp(std::span<const WeightMatrix> gate_up, const WeightMatrix& down, int64_t rows,

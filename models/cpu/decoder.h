@@ -8,13 +8,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/weight_gemm.h"
+#include "models/collective.h"
 #include "models/cpu/mixer.h"
 #include "models/model_spec.h"
+#include "models/tensor_parallel.h"
 
 namespace ridge {
 
@@ -38,9 +41,18 @@ struct DecoderWeights {
 void SwiGluMlp(std::span<const WeightMatrix> gate_up, const WeightMatrix& down, int64_t rows,
                int64_t hidden_size, const float* normed, float* out, bool accumulate);
 
+// A tensor-parallel rank's part of the model (models/tensor_parallel.h): the decoder's spec and
+// weights are then the rank's (RankSpec, SliceRankWeights), its embedding and output layer hold
+// the rows of `vocab`, and `collective` joins it to the other ranks.
+struct DecoderRank {
+  Collective* collective = nullptr;
+  IndexRange vocab;
+};
+
 class CpuDecoder {
  public:
-  CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size);
+  CpuDecoder(ModelSpec spec, DecoderWeights weights, int64_t kv_block_size,
+             std::optional<DecoderRank> rank = std::nullopt);
 
   const ModelSpec& spec() const { return spec_; }
   const RecurrentLayout& recurrent_layout() const { return recurrent_; }
@@ -50,16 +62,24 @@ class CpuDecoder {
   // name (null when the model has no attention layer). `logits` receives [rows, vocab]: one row
   // per token (kAllTokens) or one per sequence for its last token (kLastToken). Checks tokens,
   // solver options and that each sequence has its state and the blocks its positions need.
+  // A rank adds up its partial embedding, mixer and MLP outputs with the other ranks' and
+  // gathers the logits on rank 0 (`logits` is left empty on the others); a failed collective is
+  // its error.
   absl::Status Forward(std::span<const CpuSequence> sequences, float* kv_storage, LogitsFor which,
                        std::vector<float>* logits) const;
 
  private:
   absl::Status Validate(std::span<const CpuSequence> sequences, const float* kv_storage) const;
+  // hidden[rows, C]: the tokens' embeddings.
+  absl::Status Embed(std::span<const CpuSequence> sequences, float* hidden) const;
+  // The rows' logits [rows, vocab], from their final-normed hidden states.
+  absl::Status Logits(const float* normed, int64_t rows, std::vector<float>* logits) const;
 
   ModelSpec spec_;
   DecoderWeights weights_;
   RecurrentLayout recurrent_;
   KvLayout kv_;
+  std::optional<DecoderRank> rank_;
 };
 
 }  // namespace ridge

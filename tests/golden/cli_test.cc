@@ -124,6 +124,13 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
        "--kv-cache-dtype 'int4' must be auto, bf16, fp8 or fp8_e4m3"},
       {"generate" + hybrid + " --prompt-ids 1 --device cpu --kv-cache-dtype fp8",
        "--kv-cache-dtype fp8: the CPU backend keeps fp32 keys and values"},
+      {"generate" + hybrid + " --prompt-ids 1 --device cpu --tensor-parallel-size 3",
+       "--tensor-parallel-size 3: layer 0 (GKA): 4 heads do not split evenly over 3 ranks"},
+      {"generate" + hybrid + " --prompt-ids 1 --tensor-parallel-size 0", "must be in [1, 64]"},
+      {"generate" + model + " --prompt-ids 1 --device cpu --tensor-parallel-size 2",
+       "only hybrid_qwen3 models split over ranks (this is mesanet)"},
+      {"generate" + hybrid + " --prompt-ids 1 --device cuda --tensor-parallel-size 2",
+       "the multi-GPU (NCCL) backend is not built yet"},
   };
   for (const auto& [args, expected] : cases) {
     const Output out = RunRidgeserve(args);
@@ -150,12 +157,23 @@ TEST(CliTest, HybridCheckpointsRunThroughEveryCommand) {
     EXPECT_NE(score.text.find("perplexity"), std::string::npos);
     EXPECT_LT(RelativeRms(ReadFloats(out), ReadFloats(hybrid / "logits.f32")), 5e-5) << mode;
   }
+  // Split over 2 ranks (threads): the same logits within fp32 rounding.
+  const Output split =
+      RunRidgeserve("score --model " + hybrid.string() + " --ids " + ids + " --output " +
+                    out.string() + " --block-size 8 --device cpu --tensor-parallel-size 2");
+  ASSERT_EQ(split.exit_code, 0) << split.text;
+  EXPECT_LT(RelativeRms(ReadFloats(out), ReadFloats(hybrid / "logits.f32")), 5e-5);
   std::filesystem::remove(out);
-  const Output generate = RunRidgeserve(
-      "generate --model " + hybrid.string() + " --prompt-ids 5,6,7,8 --max-tokens 40 --ignore-eos",
-      /*with_stderr=*/false);
+  const std::string generate_args = "generate --model " + hybrid.string() +
+                                    " --prompt-ids 5,6,7,8 --max-tokens 40 --ignore-eos "
+                                    "--temperature 0 --device cpu";
+  const Output generate = RunRidgeserve(generate_args, /*with_stderr=*/false);
   ASSERT_EQ(generate.exit_code, 0) << generate.text;
   EXPECT_EQ(std::count(generate.text.begin(), generate.text.end(), ','), 39) << generate.text;
+  const Output generate_split =
+      RunRidgeserve(generate_args + " --tensor-parallel-size 4", /*with_stderr=*/false);
+  ASSERT_EQ(generate_split.exit_code, 0) << generate_split.text;
+  EXPECT_EQ(generate_split.text, generate.text);
   const Output info = RunRidgeserve("info --model " + hybrid.string());
   ASSERT_EQ(info.exit_code, 0) << info.text;
   EXPECT_NE(info.text.find("hybrid_qwen3: 4 layers"), std::string::npos) << info.text;

@@ -11,6 +11,8 @@
 #include "models/arch/load_model.h"
 #include "models/checkpoint.h"
 #include "models/cpu_backend.h"
+#include "models/tensor_parallel.h"
+#include "models/tensor_parallel_cpu_backend.h"
 #include "tests/support/logit_agreement.h"
 
 namespace ridge {
@@ -87,6 +89,51 @@ TEST(HybridChunkedPrefillTest, PiecesOfAnySizeGiveTheSameLogits) {
     EXPECT_LT(a.relative_rms, 5e-5) << name;
     EXPECT_EQ(a.top1, 1.0) << name;
   }
+}
+
+// The model split over 2 and 4 ranks (threads, TensorParallelCpuBackend), wherever its heads
+// split that way, against the same reference: the whole prompt in one step, then decode steps.
+TEST(HybridTensorParallelGoldenTest, SplitsMatchTheReference) {
+  int runs = 0;
+  for (const std::string name : {"gka_swa_mix", "all_gka_bf16", "all_attn", "yarn_swa"}) {
+    const auto dir = kDataDir / name;
+    auto model = LoadModel(dir, LoadFormat::kCheckpoint, /*kv_block_size=*/8);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto golden = ReadJsonFile(dir / "golden.json");
+    ASSERT_TRUE(golden.ok());
+    const std::vector<int32_t> ids = (*golden)["ids"].get<std::vector<int32_t>>();
+    const int64_t total = static_cast<int64_t>(ids.size());
+    const int64_t decode_from = (*golden)["decode_from"].get<int64_t>();
+    const ModelSpec& spec = (*model)->spec();
+    const std::vector<float> want = ReadFloats(dir / "logits.f32");
+    for (const int32_t ranks : {2, 4}) {
+      if (!PlanTensorParallel(spec, ranks).ok()) continue;
+      const int64_t blocks = (*model)->decoder().kv_layout().BlocksFor(total);
+      auto backend = TensorParallelCpuBackend::Create(
+          spec, *(*model)->hybrid_weights(),
+          {.ranks = ranks, .num_slots = 1, .num_kv_blocks = blocks, .kv_block_size = 8});
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      std::vector<int32_t> table;
+      for (int32_t b = 0; b < blocks; ++b) table.push_back(b);
+      std::vector<float> all, piece;
+      const SolverOptions budget{0.0f, DefaultSolverIterations(spec)};
+      for (int64_t done = 0; done < total;) {
+        const int64_t size = done == 0 ? decode_from : 1;
+        SlotChunk chunk{0, std::span<const int32_t>(ids).subspan(done, size), budget};
+        chunk.kv_blocks = table;
+        ASSERT_TRUE((*backend)->Forward({&chunk, 1}, LogitsFor::kAllTokens, &piece).ok());
+        all.insert(all.end(), piece.begin(), piece.end());
+        done += size;
+      }
+      const Agreement a = Compare(all, want, spec.vocab_size);
+      std::printf("%s over %d ranks: relative RMS %.3e, top-1 agreement %.2f%%\n", name.c_str(),
+                  ranks, a.relative_rms, 100 * a.top1);
+      EXPECT_LT(a.relative_rms, 5e-5) << name << " over " << ranks << " ranks";
+      EXPECT_GE(a.top1, 0.99) << name << " over " << ranks << " ranks";
+      ++runs;
+    }
+  }
+  EXPECT_GE(runs, 4);  // every checkpoint splits over 2 at least
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,5 +1,6 @@
-// `ridgeserve serve` on a hybrid_qwen3 checkpoint (GKA, attention and sliding-window layers) with
-// a KV cache too small for all its clients at once: concurrent requests are preempted and
+// `ridgeserve serve` on a hybrid_qwen3 checkpoint (GKA, attention and sliding-window layers),
+// whole and split over 2 ranks (--tensor-parallel-size 2, ranks as threads), with a KV cache too
+// small for all its clients at once: concurrent requests are preempted and
 // recomputed and still answer as they do alone; a request the whole cache cannot hold gets a
 // 400 naming max_tokens; /metrics shows the blocks, the preemptions and the GKA solver series;
 // gRPC's GetModelInfo says the architecture and the layer pattern.
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 #include <future>
+#include <map>
+#include <memory>
 
 #include "tests/integration/server_process.h"
 #include "tests/server/http_test_client.h"
@@ -53,10 +56,22 @@ json Completion(int index, int prompt_tokens, int max_tokens) {
           {"return_token_ids", true}};
 }
 
-class HybridServeTest : public ::testing::Test {
+// Each case runs on the model whole (1) and split over 2 ranks (threads,
+// --tensor-parallel-size 2): one server for each, started by the first case that needs it.
+class HybridServeTest : public ::testing::TestWithParam<int32_t> {
  protected:
-  static void SetUpTestSuite() {
-    grpc_port_ = testing::FreeLoopbackPort();
+  struct Server {
+    std::unique_ptr<ServerProcess> process;
+    int grpc_port = 0;
+  };
+
+  static Server& ServerFor(int32_t ranks) {
+    Server& server = servers_[ranks];
+    if (server.process != nullptr) return server;
+    const int grpc_port = testing::FreeLoopbackPort();
+    server.grpc_port = grpc_port;
+    const std::filesystem::path dir = LogDir() / ("tp" + std::to_string(ranks));
+    std::filesystem::create_directories(dir);
     // 10 blocks of 8 tokens: 80 tokens for 4 slots; each request below needs 6 or 7 blocks, so
     // any two of them at once preempt.
     std::vector<std::string> args = {"--model",
@@ -74,35 +89,37 @@ class HybridServeTest : public ::testing::Test {
                                      "--prefill-token-budget",
                                      "32",
                                      "--session-dir",
-                                     (LogDir() / "sessions").string()};
+                                     (dir / "sessions").string(),
+                                     "--tensor-parallel-size",
+                                     std::to_string(ranks)};
 #ifdef RIDGE_GRPC_CLIENT
-    args.insert(args.end(), {"--grpc-port", std::to_string(grpc_port_)});
+    args.insert(args.end(), {"--grpc-port", std::to_string(grpc_port)});
 #endif
     signal(SIGPIPE, SIG_IGN);
     std::string error;
-    server_ =
-        ServerProcess::Start(RIDGESERVE_BINARY, args, LogDir() / "server.log", &error).release();
-    EXPECT_NE(server_, nullptr) << error;
+    server.process = ServerProcess::Start(RIDGESERVE_BINARY, args, dir / "server.log", &error);
+    EXPECT_NE(server.process, nullptr) << error;
+    return server;
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void TearDownTestSuite() { servers_.clear(); }
   void SetUp() override {
+    Server& server = ServerFor(GetParam());
+    server_ = server.process.get();
+    grpc_port_ = server.grpc_port;
     ASSERT_NE(server_, nullptr);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
     client_->set_read_timeout(60, 0);
   }
 
-  static ServerProcess* server_;
-  static int grpc_port_;
+  static std::map<int32_t, Server> servers_;
+  ServerProcess* server_ = nullptr;
+  int grpc_port_ = 0;
   std::unique_ptr<httplib::Client> client_;
 };
 
-ServerProcess* HybridServeTest::server_ = nullptr;
-int HybridServeTest::grpc_port_ = 0;
+std::map<int32_t, HybridServeTest::Server> HybridServeTest::servers_;
 
-TEST_F(HybridServeTest, ConcurrentRequestsThroughASmallKvCacheAnswerAsAlone) {
+TEST_P(HybridServeTest, ConcurrentRequestsThroughASmallKvCacheAnswerAsAlone) {
   // Alone first: each needs 5-6 blocks, so one at a time never preempts.
   std::vector<json> bodies;
   std::vector<std::vector<int>> alone;
@@ -137,7 +154,7 @@ TEST_F(HybridServeTest, ConcurrentRequestsThroughASmallKvCacheAnswerAsAlone) {
       << metrics;
 }
 
-TEST_F(HybridServeTest, ARequestTheWholeCacheCannotHoldIsABadRequest) {
+TEST_P(HybridServeTest, ARequestTheWholeCacheCannotHoldIsABadRequest) {
   const auto reply = PostJson(*client_, "/v1/completions", Completion(0, 20, 200));
   EXPECT_EQ(reply.status, 400) << reply.body;
   EXPECT_EQ(reply.body["error"]["param"], "max_tokens");
@@ -146,7 +163,7 @@ TEST_F(HybridServeTest, ARequestTheWholeCacheCannotHoldIsABadRequest) {
   EXPECT_NE(message.find("the KV cache holds 10 blocks (80 tokens)"), std::string::npos) << message;
 }
 
-TEST_F(HybridServeTest, AMaxTokensNotNamedIsLoweredToWhatFits) {
+TEST_P(HybridServeTest, AMaxTokensNotNamedIsLoweredToWhatFits) {
   // 70 prompt tokens and the completions default of 16: 86 tokens, the cache holds 80.
   json body = Completion(5, 70, 1);
   body.erase("max_tokens");
@@ -156,7 +173,7 @@ TEST_F(HybridServeTest, AMaxTokensNotNamedIsLoweredToWhatFits) {
   EXPECT_EQ(reply.body["choices"][0]["finish_reason"], "length");
 }
 
-TEST_F(HybridServeTest, IdleServerHoldsNoBlocks) {
+TEST_P(HybridServeTest, IdleServerHoldsNoBlocks) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   double used = -1;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -167,9 +184,12 @@ TEST_F(HybridServeTest, IdleServerHoldsNoBlocks) {
   EXPECT_EQ(used, 0);
   EXPECT_NE(server_->Log().find("KV cache: 10 blocks of 8 tokens"), std::string::npos)
       << server_->Log();
+  EXPECT_EQ(server_->Log().find("tensor parallel over 2 ranks") != std::string::npos,
+            GetParam() == 2)
+      << server_->Log();
 }
 
-TEST_F(HybridServeTest, TheNextTurnComputesOnlyItsNewTokens) {
+TEST_P(HybridServeTest, TheNextTurnComputesOnlyItsNewTokens) {
   // Turn 1, then turn 2 = turn 1's prompt, its answer and new tokens: the prefix cache (on by
   // default) restores all but the answer's last token (picked, never fed to the model).
   json first = Completion(40, 20, 4);
@@ -213,7 +233,7 @@ TEST_F(HybridServeTest, TheNextTurnComputesOnlyItsNewTokens) {
   EXPECT_GT(MetricValue(metrics, "ridgeserve_prefix_cache_bytes"), 0);
 }
 
-TEST_F(HybridServeTest, SessionsContinueAndSurviveTheDisk) {
+TEST_P(HybridServeTest, SessionsContinueAndSurviveTheDisk) {
   // Turn 1 names a session; turn 2 sends only its new tokens.
   json first = Completion(41, 20, 4);
   first["session_id"] = "conv";
@@ -265,7 +285,7 @@ TEST_F(HybridServeTest, SessionsContinueAndSurviveTheDisk) {
 }
 
 #ifdef RIDGE_GRPC_CLIENT
-TEST_F(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
+TEST_P(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
   const auto [code, info] =
       testing::RunCommand(std::string(RIDGE_GRPC_CLIENT) +
                           " --address 127.0.0.1:" + std::to_string(grpc_port_) + " --info");
@@ -278,6 +298,8 @@ TEST_F(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
   EXPECT_NE(info.find("max_prompt_tokens: 4096"), std::string::npos) << info;
 }
 #endif
+
+INSTANTIATE_TEST_SUITE_P(Ranks, HybridServeTest, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace ridge

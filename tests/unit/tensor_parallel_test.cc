@@ -22,46 +22,12 @@
 #include "models/cpu/decoder.h"
 #include "models/cpu/gka_mixer.h"
 #include "models/tensor_parallel_weights.h"
+#include "tests/unit/small_hybrid_spec.h"
 
 namespace ridge {
 namespace {
 
 constexpr int64_t kBlockSize = 4;
-
-GkaSpec Gka(int64_t q, int64_t k, int64_t v, int64_t d) {
-  GkaSpec g;
-  g.q_heads = q;
-  g.k_heads = k;
-  g.v_heads = v;
-  g.head_dim = d;
-  return g;
-}
-
-AttentionSpec Attention(int64_t q, int64_t kv, int64_t d, int64_t window = 0) {
-  AttentionSpec a;
-  a.q_heads = q;
-  a.kv_heads = kv;
-  a.head_dim = d;
-  a.window = window;
-  a.rope.theta = 10000.0;
-  return a;
-}
-
-// GKA (q 4 / k 2 / v 2 heads of 16), full attention (8 / 2), sliding window of 5 (4 / 1), GKA
-// (2 / 2 / 4): with 4 ranks, k, v and key/value heads are replicated; MLP 90 and vocabulary 103
-// do not divide by 4 (or 3).
-ModelSpec SmallHybrid() {
-  ModelSpec spec;
-  spec.architecture = "hybrid_qwen3";
-  spec.vocab_size = 103;
-  spec.hidden_size = 64;
-  spec.max_position_embeddings = 4096;
-  spec.layers = {{Gka(4, 2, 2, 16), 90},
-                 {Attention(8, 2, 16), 90},
-                 {Attention(4, 1, 16, 5), 96},
-                 {Gka(2, 2, 4, 16), 90}};
-  return spec;
-}
 
 TEST(TensorParallelPlanTest, OneRankOwnsEverything) {
   const ModelSpec spec = SmallHybrid();
@@ -149,21 +115,8 @@ class Rank {
         recurrent_(PlanRecurrentLayout(spec_)),
         kv_(PlanKvLayout(spec_, kBlockSize)),
         states_(sequences * recurrent_.floats_per_slot, 0.0f),
-        kv_storage_(std::max<int64_t>(1, kv_blocks * kv_.floats_per_block()), 0.0f) {
-    const int64_t c = spec_.hidden_size;
-    for (size_t l = 0; l < spec_.layers.size(); ++l) {
-      const HybridLayerWeights& w = weights_.weights.layers[l];
-      if (const auto* g = std::get_if<GkaSpec>(&spec_.layers[l].mixer)) {
-        mixers_.push_back(std::make_unique<GkaMixer>(*g, c, std::get<GkaLayerWeights>(w.mixer),
-                                                     recurrent_.layer_offset[l]));
-      } else {
-        const auto& a = std::get<AttentionSpec>(spec_.layers[l].mixer);
-        mixers_.push_back(std::make_unique<AttentionMixer>(
-            a, c, std::get<AttentionLayerWeights>(w.mixer),
-            a.window > 0 ? recurrent_.layer_offset[l] : kv_.layer_offset[l]));
-      }
-    }
-  }
+        kv_storage_(std::max<int64_t>(1, kv_blocks * kv_.floats_per_block()), 0.0f),
+        layers_(HybridDecoderWeights(spec_, weights_.weights, kBlockSize).layers) {}
 
   const RankShard& shard() const { return shard_; }
   const HybridWeights& weights() const { return weights_.weights; }
@@ -181,7 +134,7 @@ class Rank {
 
   // partial[rows, C] = this rank's share of layer l's mixer output (before the all-reduce).
   void Mixer(size_t l, const MixerBatch& batch, const float* normed, float* partial) const {
-    mixers_[l]->Forward(batch, normed, partial);
+    layers_[l].mixer->Forward(batch, normed, partial);
   }
 
   // partial[rows, C] = this rank's share of layer l's MLP output.
@@ -198,7 +151,7 @@ class Rank {
   RecurrentLayout recurrent_;
   KvLayout kv_;
   std::vector<float> states_, kv_storage_;
-  std::vector<std::unique_ptr<CpuMixer>> mixers_;
+  std::vector<DecoderLayerWeights> layers_;  // the rank's mixers
 };
 
 // logits[rows, V] of every token of a step through the ranks, reduced as the collectives would.
