@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/scoring.h"
 #include "models/arch/load_model.h"
@@ -57,35 +60,56 @@ TEST_P(HybridGoldenTest, PrefillAndDecodeMatchTheReference) {
   }
 }
 
+// A golden checkpoint loaded with KV blocks of 8 tokens, its token ids and the reference's
+// logits of every position.
+struct GoldenCheckpoint {
+  std::unique_ptr<Model> model;
+  std::vector<int32_t> ids;
+  int64_t decode_from = 0;
+  std::vector<float> logits;
+};
+
+GoldenCheckpoint LoadGolden(const std::string& name) {
+  const auto dir = kDataDir / name;
+  GoldenCheckpoint out;
+  auto model = LoadModel(dir, LoadFormat::kCheckpoint, /*kv_block_size=*/8);
+  EXPECT_TRUE(model.ok()) << name << ": " << model.status();
+  auto golden = ReadJsonFile(dir / "golden.json");
+  EXPECT_TRUE(golden.ok()) << name << ": " << golden.status();
+  if (!model.ok() || !golden.ok()) return out;
+  out.model = std::move(*model);
+  out.ids = (*golden)["ids"].get<std::vector<int32_t>>();
+  out.decode_from = (*golden)["decode_from"].get<int64_t>();
+  out.logits = ReadFloats(dir / "logits.f32");
+  return out;
+}
+
 // Prompt pieces shorter and longer than the window (24 in gka_swa_mix, 20 in yarn_swa) and than
 // a KV block, as the engine's prefill budget cuts them: the sliding-window ring and the blocks
 // carry each piece's keys to the next.
 TEST(HybridChunkedPrefillTest, PiecesOfAnySizeGiveTheSameLogits) {
   for (const std::string name : {"gka_swa_mix", "yarn_swa"}) {
-    const auto dir = kDataDir / name;
-    auto model = LoadModel(dir, LoadFormat::kCheckpoint, /*kv_block_size=*/8);
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto golden = ReadJsonFile(dir / "golden.json");
-    ASSERT_TRUE(golden.ok());
-    const std::vector<int32_t> ids = (*golden)["ids"].get<std::vector<int32_t>>();
+    const GoldenCheckpoint golden = LoadGolden(name);
+    ASSERT_NE(golden.model, nullptr);
+    const std::vector<int32_t>& ids = golden.ids;
+    const Model* model = golden.model.get();
     const int64_t total = static_cast<int64_t>(ids.size());
-    const KvLayout& kv = (*model)->decoder().kv_layout();
-    CpuBackend backend(&(*model)->decoder(), 1, kv.BlocksFor(total));
+    const KvLayout& kv = model->decoder().kv_layout();
+    CpuBackend backend(&model->decoder(), 1, kv.BlocksFor(total));
     std::vector<int32_t> table;
     for (int32_t b = 0; b < kv.BlocksFor(total); ++b) table.push_back(b);
     std::vector<float> all, piece;
     int64_t done = 0;
     for (const int64_t size : {10, 30, 5, 40, 1, 1, 7}) {
       SlotChunk chunk{0, std::span<const int32_t>(ids).subspan(done, size),
-                      SolverOptions{0.0f, DefaultSolverIterations((*model)->spec())}};
+                      SolverOptions{0.0f, DefaultSolverIterations(model->spec())}};
       chunk.kv_blocks = table;
       ASSERT_TRUE(backend.Forward({&chunk, 1}, LogitsFor::kAllTokens, &piece).ok());
       all.insert(all.end(), piece.begin(), piece.end());
       done += size;
     }
-    const std::vector<float> want = ReadFloats(dir / "logits.f32");
-    const Agreement a =
-        Compare(all, std::span<const float>(want).first(all.size()), (*model)->spec().vocab_size);
+    const Agreement a = Compare(all, std::span<const float>(golden.logits).first(all.size()),
+                                model->spec().vocab_size);
     EXPECT_LT(a.relative_rms, 5e-5) << name;
     EXPECT_EQ(a.top1, 1.0) << name;
   }
@@ -96,21 +120,17 @@ TEST(HybridChunkedPrefillTest, PiecesOfAnySizeGiveTheSameLogits) {
 TEST(HybridTensorParallelGoldenTest, SplitsMatchTheReference) {
   int runs = 0;
   for (const std::string name : {"gka_swa_mix", "all_gka_bf16", "all_attn", "yarn_swa"}) {
-    const auto dir = kDataDir / name;
-    auto model = LoadModel(dir, LoadFormat::kCheckpoint, /*kv_block_size=*/8);
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto golden = ReadJsonFile(dir / "golden.json");
-    ASSERT_TRUE(golden.ok());
-    const std::vector<int32_t> ids = (*golden)["ids"].get<std::vector<int32_t>>();
+    const GoldenCheckpoint golden = LoadGolden(name);
+    ASSERT_NE(golden.model, nullptr);
+    const Model* model = golden.model.get();
+    const std::vector<int32_t>& ids = golden.ids;
     const int64_t total = static_cast<int64_t>(ids.size());
-    const int64_t decode_from = (*golden)["decode_from"].get<int64_t>();
-    const ModelSpec& spec = (*model)->spec();
-    const std::vector<float> want = ReadFloats(dir / "logits.f32");
+    const ModelSpec& spec = model->spec();
     for (const int32_t ranks : {2, 4}) {
       if (!PlanTensorParallel(spec, ranks).ok()) continue;
-      const int64_t blocks = (*model)->decoder().kv_layout().BlocksFor(total);
+      const int64_t blocks = model->decoder().kv_layout().BlocksFor(total);
       auto backend = TensorParallelCpuBackend::Create(
-          spec, *(*model)->hybrid_weights(),
+          spec, *model->hybrid_weights(),
           {.ranks = ranks, .num_slots = 1, .num_kv_blocks = blocks, .kv_block_size = 8});
       ASSERT_TRUE(backend.ok()) << backend.status();
       std::vector<int32_t> table;
@@ -118,14 +138,14 @@ TEST(HybridTensorParallelGoldenTest, SplitsMatchTheReference) {
       std::vector<float> all, piece;
       const SolverOptions budget{0.0f, DefaultSolverIterations(spec)};
       for (int64_t done = 0; done < total;) {
-        const int64_t size = done == 0 ? decode_from : 1;
+        const int64_t size = done == 0 ? golden.decode_from : 1;
         SlotChunk chunk{0, std::span<const int32_t>(ids).subspan(done, size), budget};
         chunk.kv_blocks = table;
         ASSERT_TRUE((*backend)->Forward({&chunk, 1}, LogitsFor::kAllTokens, &piece).ok());
         all.insert(all.end(), piece.begin(), piece.end());
         done += size;
       }
-      const Agreement a = Compare(all, want, spec.vocab_size);
+      const Agreement a = Compare(all, golden.logits, spec.vocab_size);
       std::printf("%s over %d ranks: relative RMS %.3e, top-1 agreement %.2f%%\n", name.c_str(),
                   ranks, a.relative_rms, 100 * a.top1);
       EXPECT_LT(a.relative_rms, 5e-5) << name << " over " << ranks << " ranks";
