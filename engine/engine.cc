@@ -10,6 +10,7 @@
 #include "engine/engine_sequence.h"
 #include "engine/memory_plan.h"
 #include "engine/scheduler_policy.h"
+#include "kernels/threading.h"
 #include "models/cpu_backend.h"
 
 namespace ridge {
@@ -153,6 +154,7 @@ EngineSnapshot Engine::Snapshot() const {
 }
 
 void Engine::Loop() {
+  AdoptComputeThreads();  // --threads, set on the thread that started the engine
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     wake_.wait(lock, [&] {

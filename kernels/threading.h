@@ -4,6 +4,11 @@
 namespace ridge {
 
 void SetComputeThreads(int threads);
+// OpenMP's thread count is a setting of each thread, and a thread started later begins with the
+// process's default (all cores, or OMP_NUM_THREADS), not with what SetComputeThreads set on
+// another thread: a thread that runs the model calls this first to take the SetComputeThreads
+// setting (nothing when it was never called).
+void AdoptComputeThreads();
 
 // libgomp's default wait policy spins between parallel regions; when another process wants one
 // of the cores, the spinning worker keeps it from the thread that has work, and a decode step
