@@ -5,9 +5,9 @@
 // slots and blocks span the ranks: a slot or block operation is done on every rank, an exported
 // state is the ranks' parts one after the other.
 //
-// On one machine this is no faster than the CPU backend (whose products already use every
-// core); it runs the same split, collectives and failure handling as a multi-GPU backend would,
-// so that a tensor-parallel deployment's outputs can be checked anywhere.
+// It is not a way to speed up a CPU (the CPU backend's products and solves already use every
+// core for a batch); it runs the same split, collectives and failure handling as a multi-GPU
+// backend would, so that a tensor-parallel deployment's outputs can be checked anywhere.
 #pragma once
 
 #include <chrono>

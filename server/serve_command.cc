@@ -80,7 +80,7 @@ then the process exits 0.
                                the CPU keeps fp32 and takes auto only)
   --tensor-parallel-size N     split a hybrid_qwen3 model's heads, MLP and vocabulary over N
                                ranks (default 1); on the CPU the ranks are threads (the same
-                               outputs, for checking a split; no faster); over GPUs not yet
+                               outputs, for checking a split, not for speed); over GPUs not yet
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64.
                                More than fit where the states live are clamped with a warning:
