@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -91,10 +92,11 @@ class TensorParallelCpuBackend::RankThreads {
   std::vector<std::thread> workers_;
 };
 
-absl::StatusOr<TensorParallelFootprint> TensorParallelCpuBackend::Footprint(const ModelSpec& spec,
-                                                                            int32_t ranks,
-                                                                            int64_t kv_block_size) {
-  ASSIGN_OR_RETURN(const std::vector<RankShard> plan, PlanTensorParallel(spec, ranks));
+namespace {
+
+// Every rank's share of a slot's state and of a KV block under `plan`, added up.
+TensorParallelFootprint FootprintOf(const ModelSpec& spec, std::span<const RankShard> plan,
+                                    int64_t kv_block_size) {
   TensorParallelFootprint footprint;
   for (const RankShard& shard : plan) {
     const ModelSpec rank_spec = RankSpec(spec, shard);
@@ -103,6 +105,15 @@ absl::StatusOr<TensorParallelFootprint> TensorParallelCpuBackend::Footprint(cons
         PlanKvLayout(rank_spec, kv_block_size).floats_per_block() * int64_t{sizeof(float)};
   }
   return footprint;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorParallelFootprint> TensorParallelCpuBackend::Footprint(const ModelSpec& spec,
+                                                                            int32_t ranks,
+                                                                            int64_t kv_block_size) {
+  ASSIGN_OR_RETURN(const std::vector<RankShard> plan, PlanTensorParallel(spec, ranks));
+  return FootprintOf(spec, plan, kv_block_size);
 }
 
 TensorParallelCpuBackend::TensorParallelCpuBackend(ModelSpec spec,
@@ -126,6 +137,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelCpuBackend>> TensorParallelCpuBacke
   std::unique_ptr<TensorParallelCpuBackend> backend(new TensorParallelCpuBackend(spec, options));
   backend->collectives_ =
       std::make_unique<ThreadCollectives>(options.ranks, options.collective_timeout);
+  backend->footprint_ = FootprintOf(spec, plan, options.kv_block_size);
   int64_t kv_floats_per_token = 0;
   for (RankShard& shard : plan) {
     auto rank = std::make_unique<Rank>();
@@ -140,8 +152,6 @@ absl::StatusOr<std::unique_ptr<TensorParallelCpuBackend>> TensorParallelCpuBacke
                                                  options.kv_block_size, part);
     rank->storage = std::make_unique<CpuBackend>(rank->decoder.get(), options.num_slots,
                                                  backend->num_kv_blocks_);
-    backend->footprint_.state_bytes_per_slot += rank->storage->state_bytes_per_slot();
-    backend->footprint_.kv_bytes_per_block += rank->storage->kv_layout().bytes_per_block();
     kv_floats_per_token += rank->decoder->kv_layout().floats_per_token;
     backend->ranks_.push_back(std::move(rank));
   }

@@ -59,29 +59,24 @@ absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* 
   const int64_t rows = batch.rows;
   std::vector<float> hidden(rows * c), normed(rows * c);
   RETURN_IF_ERROR(Embed(sequences, hidden.data()));
-  // A rank's mixer and MLP give partial sums, added up over the ranks before the residual.
+  // The whole model adds each mixer's and MLP's output to the residual stream; a rank writes its
+  // partial sum apart, adds it up with the other ranks' and then to the residual.
   std::vector<float> partial(rank_ ? rows * c : 0);
-  const auto add_to_residual = [&]() -> absl::Status {
+  float* const out = rank_ ? partial.data() : hidden.data();
+  const auto reduce_into_residual = [&]() -> absl::Status {
+    if (!rank_) return absl::OkStatus();
     RETURN_IF_ERROR(rank_->collective->AllReduceSum(partial.data(), rows * c));
     for (int64_t i = 0; i < rows * c; ++i) hidden[i] += partial[i];
     return absl::OkStatus();
   };
   for (const DecoderLayerWeights& layer : weights_.layers) {
     RmsNormRows(hidden.data(), layer.input_norm.data(), rows, c, eps, normed.data());
-    if (rank_) {
-      std::fill(partial.begin(), partial.end(), 0.0f);
-      layer.mixer->Forward(batch, normed.data(), partial.data());
-      RETURN_IF_ERROR(add_to_residual());
-    } else {
-      layer.mixer->Forward(batch, normed.data(), hidden.data());
-    }
+    std::fill(partial.begin(), partial.end(), 0.0f);  // a rank's mixer adds to zeros
+    layer.mixer->Forward(batch, normed.data(), out);
+    RETURN_IF_ERROR(reduce_into_residual());
     RmsNormRows(hidden.data(), layer.post_norm.data(), rows, c, eps, normed.data());
-    if (rank_) {
-      SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), partial.data(), false);
-      RETURN_IF_ERROR(add_to_residual());
-    } else {
-      SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), hidden.data(), true);
-    }
+    SwiGluMlp(layer.gate_up, layer.down, rows, c, normed.data(), out, /*accumulate=*/!rank_);
+    RETURN_IF_ERROR(reduce_into_residual());
   }
 
   // Only the rows whose logits are wanted go through the final norm and the vocabulary product.
@@ -100,16 +95,10 @@ absl::Status CpuDecoder::Forward(std::span<const CpuSequence> sequences, float* 
 
 absl::Status CpuDecoder::Embed(std::span<const CpuSequence> sequences, float* hidden) const {
   const int64_t c = spec_.hidden_size;
+  // A rank holds the rows of its slice of the vocabulary: zeros for the other tokens, then the
+  // sum over the ranks.
+  const IndexRange vocab = rank_ ? rank_->vocab : IndexRange{0, spec_.vocab_size};
   int64_t row = 0;
-  if (!rank_) {
-    for (const CpuSequence& s : sequences) {
-      for (int32_t token : s.tokens)
-        WeightRowToFloat(weights_.embedding, token, &hidden[row++ * c]);
-    }
-    return absl::OkStatus();
-  }
-  // A rank holds the rows of its slice of the vocabulary: zeros elsewhere, then the sum.
-  const IndexRange vocab = rank_->vocab;
   for (const CpuSequence& s : sequences) {
     for (int32_t token : s.tokens) {
       float* out = &hidden[row++ * c];
@@ -120,7 +109,7 @@ absl::Status CpuDecoder::Embed(std::span<const CpuSequence> sequences, float* hi
       }
     }
   }
-  return rank_->collective->AllReduceSum(hidden, row * c);
+  return rank_ ? rank_->collective->AllReduceSum(hidden, row * c) : absl::OkStatus();
 }
 
 absl::Status CpuDecoder::Logits(const float* normed, int64_t rows,
