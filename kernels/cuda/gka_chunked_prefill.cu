@@ -218,10 +218,11 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
   const float tolerance = a.sequences.tolerance[seq];
   const int max_iterations = a.sequences.max_iterations[seq];
 
+  gka_internal::UnpackHs<D, kThreads>(hs_slot, sh.hs);
   for (int e = tid; e < D * D / 4; e += kThreads) {
-    reinterpret_cast<float4*>(sh.hs)[e] = reinterpret_cast<const float4*>(hs_slot)[e];
     reinterpret_cast<float4*>(sh.ss)[e] = reinterpret_cast<const float4*>(ss_slot)[e];
   }
+  __syncthreads();
 
   for (int32_t chunk_first = 0; chunk_first < tokens; chunk_first += kChunk) {
     const int n = min(kChunk, tokens - chunk_first);  // the chunk's tokens
@@ -484,8 +485,8 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
   }
 
   if (part != 0) return;  // every block holds the same state: the first writes it
+  gka_internal::PackHs<D, kThreads>(sh.hs, hs_slot);
   for (int e = tid; e < D * D / 4; e += kThreads) {
-    reinterpret_cast<float4*>(hs_slot)[e] = reinterpret_cast<const float4*>(sh.hs)[e];
     reinterpret_cast<float4*>(ss_slot)[e] = reinterpret_cast<const float4*>(sh.ss)[e];
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/gka_recurrence.h"
+#include "kernels/gka_slot_layout.h"
 
 namespace ridge::cuda::gka_internal {
 
@@ -29,15 +30,16 @@ struct GkaGates {
 
 template <int D>
 struct GkaHead {
-  float* hs;  // [D, D] in the slot; Ss [D, D] follows the layer's other heads' Hs
-  float* ss;
+  float* hs;                         // packed (kernels/gka_slot_layout.h)
+  float* ss;                         // [D, D]
   int q_column, k_column, v_column;  // in the convolved q | k | v rows
   float b_bias, alpha_bias, decay_rate, dt_bias;
 
   __device__ GkaHead(const GkaRecurrenceArgs& a, int seq, int head)
       : hs(a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
-           static_cast<int64_t>(head) * D * D),
-        ss(hs + static_cast<int64_t>(a.heads) * D * D),
+           GkaSlotHsOffset(D, head)),
+        ss(a.state_pool + a.sequences.slot[seq] * a.slot_floats + a.layer_offset +
+           GkaSlotSsOffset(a.heads, D, head)),
         q_column((head / (a.heads / a.q_heads)) * D),
         k_column(a.q_heads * D + (head / (a.heads / a.k_heads)) * D),
         v_column((a.q_heads + a.k_heads) * D + (head / (a.heads / a.v_heads)) * D),
@@ -53,5 +55,37 @@ struct GkaHead {
             -decay_rate * Softplus(proj[a.a_column + head] + dt_bias)};
   }
 };
+
+// Hs from its packed slot (kernels/packed_hs.h) into a whole row-major [D, D] (both triangles),
+// e.g. in shared memory, by the block's kThreads threads; the caller synchronises the block
+// before reading it.
+template <int D, int kThreads>
+__device__ void UnpackHs(const float* packed, float* whole) {
+  constexpr int kGroups = D / 4;
+  for (int e = threadIdx.x; e < D * kGroups; e += kThreads) {
+    const int row = e / kGroups, group = e % kGroups;
+    if (group < row / 4) continue;  // written as the mirror of the block across the diagonal
+    const float4 v = *reinterpret_cast<const float4*>(packed + PackedHsOffset<int>(D, row, group));
+    reinterpret_cast<float4*>(whole)[e] = v;
+    if (group > row / 4) {
+      whole[(4 * group) * D + row] = v.x;
+      whole[(4 * group + 1) * D + row] = v.y;
+      whole[(4 * group + 2) * D + row] = v.z;
+      whole[(4 * group + 3) * D + row] = v.w;
+    }
+  }
+}
+
+// The upper block triangle of a whole row-major [D, D] Hs into its packed slot.
+template <int D, int kThreads>
+__device__ void PackHs(const float* whole, float* packed) {
+  constexpr int kGroups = D / 4;
+  for (int e = threadIdx.x; e < D * kGroups; e += kThreads) {
+    const int row = e / kGroups, group = e % kGroups;
+    if (group < row / 4) continue;
+    *reinterpret_cast<float4*>(packed + PackedHsOffset<int>(D, row, group)) =
+        reinterpret_cast<const float4*>(whole)[e];
+  }
+}
 
 }  // namespace ridge::cuda::gka_internal

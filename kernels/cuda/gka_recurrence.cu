@@ -6,6 +6,7 @@
 #include "kernels/cuda/gka_chunked_prefill.h"
 #include "kernels/cuda/gka_head.cuh"
 #include "kernels/cuda/gka_recurrence.h"
+#include "kernels/packed_hs.h"
 
 namespace ridge::cuda {
 namespace {
@@ -61,16 +62,120 @@ __device__ __forceinline__ float ReduceRowSums(const float (&partial)[kBlockRows
   return one + __shfl_xor_sync(0xffffffffu, one, 1);
 }
 
+// Asks L2 for `bytes` (a multiple of 16) from a 16-byte aligned `p`, without waiting: the
+// state's Ss is fetched while the block updates Hs and solves, so its reads after the solve
+// find it there.
+__device__ __forceinline__ void PrefetchToL2(const float* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// Ss = decay Ss + k~ v~^T, and this thread's part of the readout's column sums r^T Ss. Thread t
+// takes the four columns 4 (t % G).. (G = D / 4 groups, so a warp's loads are whole 128-byte
+// lines) of rows t / G + 8 p, p = 0 .. D / 8 - 1; the loads of kInFlight rows are issued before
+// any of them is used (the last token of a step, whose Hs is already stored, keeps them all in
+// flight).
+template <int D, int kInFlight>
+__device__ __forceinline__ float4 UpdateSsAndReadOut(float* ss, float decay, const float* key,
+                                                     const float* value, const float* readout) {
+  constexpr int kGroups = D / 4, kRowStep = 2 * D / kGroups, kRows = D / kRowStep;
+  static_assert(kRows % kInFlight == 0);
+  const int group = threadIdx.x % kGroups, first_row = threadIdx.x / kGroups;
+  const float4 v = reinterpret_cast<const float4*>(value)[group];
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
+  for (int base = 0; base < kRows; base += kInFlight) {
+    float4 s[kInFlight];
+#pragma unroll
+    for (int p = 0; p < kInFlight; ++p) {
+      s[p] = reinterpret_cast<const float4*>(ss + (first_row + (base + p) * kRowStep) * D)[group];
+    }
+#pragma unroll
+    for (int p = 0; p < kInFlight; ++p) {
+      const int i = first_row + (base + p) * kRowStep;
+      const float k = key[i], r = readout[i];
+      s[p].x = decay * s[p].x + k * v.x;
+      s[p].y = decay * s[p].y + k * v.y;
+      s[p].z = decay * s[p].z + k * v.z;
+      s[p].w = decay * s[p].w + k * v.w;
+      reinterpret_cast<float4*>(ss + i * D)[group] = s[p];
+      acc.x += r * s[p].x;
+      acc.y += r * s[p].y;
+      acc.z += r * s[p].z;
+      acc.w += r * s[p].w;
+    }
+  }
+  return acc;
+}
+
+// This thread's block of Hs (see kBlockRows) from its packed slot (kernels/packed_hs.h): the
+// 4x4 blocks on or right of the diagonal as stored, those left of it transposed from their
+// mirror (the same loads for every lane, so a warp does not diverge).
+template <int D>
+__device__ __forceinline__ void LoadHsBlock(const float* hs, int block_row, int block_col,
+                                            float (&h)[kBlockRows][D / 16]) {
+  constexpr int kGroups = D / 64;  // 4-column groups of a thread's block
+#pragma unroll
+  for (int rb = 0; rb < kBlockRows / 4; ++rb) {
+#pragma unroll
+    for (int cg = 0; cg < kGroups; ++cg) {
+      const int block = block_row / 4 + rb, group = block_col / 4 + cg;
+      const bool stored = group >= block;
+      const int first = stored ? block : group, column_group = stored ? group : block;
+      float4 v[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        v[r] = *reinterpret_cast<const float4*>(
+            hs + PackedHsOffset<int>(D, 4 * first + r, column_group));
+      }
+      const float e[4][4] = {{v[0].x, v[0].y, v[0].z, v[0].w},
+                             {v[1].x, v[1].y, v[1].z, v[1].w},
+                             {v[2].x, v[2].y, v[2].z, v[2].w},
+                             {v[3].x, v[3].y, v[3].z, v[3].w}};
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) h[4 * rb + r][4 * cg + c] = stored ? e[r][c] : e[c][r];
+      }
+    }
+  }
+}
+
+// Writes this thread's blocks of Hs on or right of the diagonal back to the packed slot (every
+// stored block is some thread's).
+template <int D>
+__device__ __forceinline__ void StoreHsBlock(float* hs, int block_row, int block_col,
+                                             const float (&h)[kBlockRows][D / 16]) {
+  constexpr int kGroups = D / 64;
+#pragma unroll
+  for (int rb = 0; rb < kBlockRows / 4; ++rb) {
+#pragma unroll
+    for (int cg = 0; cg < kGroups; ++cg) {
+      const int block = block_row / 4 + rb, group = block_col / 4 + cg;
+      if (group < block) continue;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        *reinterpret_cast<float4*>(hs + PackedHsOffset<int>(D, 4 * block + r, group)) =
+            make_float4(h[4 * rb + r][4 * cg], h[4 * rb + r][4 * cg + 1], h[4 * rb + r][4 * cg + 2],
+                        h[4 * rb + r][4 * cg + 3]);
+      }
+    }
+  }
+}
+
 // Two blocks an SM: Hs in registers takes 128 of each thread's (at 170 registers, one block an
 // SM ran 1.24x slower; tools/bench/RESULTS.md).
 // Sequences with `chunked_from` tokens or more are the chunked kernel's.
 template <int D>
 __global__ void __launch_bounds__(2 * D, 2)
     GkaRecurrenceKernel(GkaRecurrenceArgs a, int32_t chunked_from) {
-  constexpr int kThreads = 2 * D, kHalf = D / 2;
-  __shared__ float key[D], value[D], query[D], readout[D];
+  constexpr int kThreads = 2 * D;
+  constexpr int kReadoutParts = kThreads / (D / 4);  // threads of a column group (8)
+  __shared__ float key[D], query[D], readout[D];
+  __shared__ __align__(16) float value[D];
   __shared__ __align__(16) float xs[2][D];
-  __shared__ float partial[D];
+  __shared__ __align__(16) float readout_parts[kReadoutParts][D];
   __shared__ float scratch[kThreads / 32];
 
   const int seq = blockIdx.x / a.heads, head = blockIdx.x % a.heads;
@@ -84,24 +189,14 @@ __global__ void __launch_bounds__(2 * D, 2)
   const float tolerance = a.sequences.tolerance[seq];
   const int max_iterations = a.sequences.max_iterations[seq];
   const float o_norm_weight = t < D ? a.o_norm[t] : 0.0f;
+  if (t == 0) PrefetchToL2(ss, D * D * sizeof(float));
 
   // This thread's block of Hs (see kBlockRows), in registers for every token of the step.
   constexpr int kCols = D / 16;
   const int block_row = (t >> 5) * 16 + ((t >> 4) & 1) * kBlockRows, lane16 = t & 15;
   const int block_col = lane16 * kCols;
   float h[kBlockRows][kCols];
-#pragma unroll
-  for (int i = 0; i < kBlockRows; ++i) {
-    const float4* src = reinterpret_cast<const float4*>(hs + (block_row + i) * D + block_col);
-#pragma unroll
-    for (int c = 0; c < kCols / 4; ++c) {
-      const float4 v = src[c];
-      h[i][4 * c] = v.x;
-      h[i][4 * c + 1] = v.y;
-      h[i][4 * c + 2] = v.z;
-      h[i][4 * c + 3] = v.w;
-    }
-  }
+  LoadHsBlock<D>(hs, block_row, block_col, h);
 
   for (int32_t token = 0; token < tokens; ++token) {
     const int64_t r = first_row + token;
@@ -137,6 +232,7 @@ __global__ void __launch_bounds__(2 * D, 2)
         }
       }
     }
+    const bool last_token = token == tokens - 1;
     const float frobenius = sqrtf(BlockSum<kThreads>(squares, scratch));
     const float q_row = query[row];
 
@@ -205,38 +301,32 @@ __global__ void __launch_bounds__(2 * D, 2)
     }
     __syncthreads();
 
-    // Ss = decay Ss + k~ v~^T and o = d^-0.5 Ss^T q~: thread (column j, half of the rows).
-    const int j = t % D, rows_half = t / D;
-    float acc = 0.0f;
-#pragma unroll 16
-    for (int i = rows_half * kHalf; i < (rows_half + 1) * kHalf; ++i) {
-      float* p = ss + i * D + j;
-      const float s = decay * *p + key[i] * value[j];
-      *p = s;
-      acc += readout[i] * s;
-    }
-    if (rows_half == 1) partial[j] = acc;
+    // Ss = decay Ss + k~ v~^T and o = d^-0.5 Ss^T r.
+    constexpr int kRows = D / kReadoutParts;
+    const float4 part = last_token
+                            ? UpdateSsAndReadOut<D, kRows>(ss, decay, key, value, readout)
+                            : UpdateSsAndReadOut<D, kRows / 2>(ss, decay, key, value, readout);
+    reinterpret_cast<float4*>(readout_parts[t / (D / 4)])[t % (D / 4)] = part;
     __syncthreads();
+    float o = 0.0f;
+    if (t < D) {
+#pragma unroll
+      for (int p = 0; p < kReadoutParts; ++p) o += readout_parts[p][t];
+      o *= rsqrtf(static_cast<float>(D));
+    }
     // o_norm (RMSNorm over the head) and the output gate silu(g).
-    const float o = rows_half == 0 ? (acc + partial[j]) * rsqrtf(static_cast<float>(D)) : 0.0f;
     const float mean_square = BlockSum<kThreads>(o * o, scratch) / D;
-    if (rows_half == 0) {
-      const float g = proj[a.g_column + head * D + j];
+    if (t < D) {
+      const float g = proj[a.g_column + head * D + t];
       const float gated = o * rsqrtf(mean_square + a.norm_eps) * o_norm_weight * g * Sigmoid(g);
-      static_cast<__nv_bfloat16*>(a.out_bf16)[r * a.out_stride + head * D + j] =
+      static_cast<__nv_bfloat16*>(a.out_bf16)[r * a.out_stride + head * D + t] =
           __float2bfloat16(gated);
     }
     if (t == 0 && a.solve) a.counters[pair].Add(iterations, capped, relative_residual);
   }
-
-#pragma unroll
-  for (int i = 0; i < kBlockRows; ++i) {
-    float4* dst = reinterpret_cast<float4*>(hs + (block_row + i) * D + block_col);
-#pragma unroll
-    for (int c = 0; c < kCols / 4; ++c) {
-      dst[c] = make_float4(h[i][4 * c], h[i][4 * c + 1], h[i][4 * c + 2], h[i][4 * c + 3]);
-    }
-  }
+  // Stored here, not before the last token's solve: stores issued before it made the kernel 9%
+  // slower (tools/bench/RESULTS.md).
+  StoreHsBlock<D>(hs, block_row, block_col, h);
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 //
 // One block of 2 * head_dim threads per (sequence, head): a thread keeps an 8 x head_dim/16 block
 // of Hs in registers across all of the sequence's tokens, so each solve iteration is one pass
-// over registers and one barrier, and Hs is read and written once per step; Ss streams through
-// once per token (a column a thread, so a warp's loads are one 128-byte line).
+// over registers and one barrier, and Hs is read and written once per step. Ss is asked of L2
+// when the block starts and streams through once per token after the solve, four columns a
+// thread (a warp's loads are whole 128-byte lines), every load of the step's last token in
+// flight at once.
 //
 // Sequences of a step with many tokens (prompt pieces) go instead through the chunked kernel
 // (gka_chunked_prefill.h), which solves a chunk's tokens together; LaunchGkaRecurrence launches
@@ -65,8 +67,8 @@ struct GkaRecurrenceArgs {
   const float* dt_bias = nullptr;
   const float* o_norm = nullptr;
   float norm_eps = 1e-6f;
-  // Slot s's layer state starts at state_pool + s * slot_floats + layer_offset: Hs [heads, D, D],
-  // then Ss [heads, D, D] (row = key index), fp32.
+  // Slot s's layer state starts at state_pool + s * slot_floats + layer_offset, laid out as
+  // kernels/gka_slot_layout.h says (Hs packed, then Ss), fp32.
   float* state_pool = nullptr;
   int64_t slot_floats = 0;
   int64_t layer_offset = 0;

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gka_recurrence.h"
 #include "kernels/cuda/paged_attention.h"
+#include "kernels/gka_slot_layout.h"
 #include "models/cuda/cuda_backend.h"  // kCublasWorkspaceBytes
 #include "models/cuda/hybrid_backend_impl.h"
 #include "models/rope.h"
@@ -178,6 +179,20 @@ KvLayout PlanDeviceKvLayout(const ModelSpec& spec, int64_t block_size, KvCacheDt
   return layout;
 }
 
+RecurrentLayout PlanDeviceRecurrentLayout(const ModelSpec& spec) {
+  RecurrentLayout layout;
+  for (const LayerSpec& layer : spec.layers) {
+    int64_t floats = RecurrentStateFloats(layer.mixer);
+    if (const auto* g = std::get_if<GkaSpec>(&layer.mixer)) {
+      const int64_t hx = g->expanded_heads(), d = g->head_dim;
+      floats = GkaSlotLayerFloats(hx, d, floats - 2 * hx * d * d);  // the tail as the CPU's
+    }
+    layout.layer_offset.push_back(floats > 0 ? layout.floats_per_slot : -1);
+    layout.floats_per_slot += floats;
+  }
+  return layout;
+}
+
 CudaHybridBackend::CudaHybridBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaHybridBackend::~CudaHybridBackend() = default;
 
@@ -214,7 +229,7 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   impl->spec = spec;
   impl->options = options;
   impl->sm_count = prop.multiProcessorCount;
-  impl->recurrent = PlanRecurrentLayout(spec);
+  impl->recurrent = PlanDeviceRecurrentLayout(spec);
   impl->kv = PlanDeviceKvLayout(spec, options.kv_block_size, options.kv_cache_dtype);
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   RIDGE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&impl->cublas));
@@ -363,10 +378,13 @@ absl::Status CudaHybridBackend::CopyKvBlock(int32_t from, int32_t to) {
   return absl::OkStatus();
 }
 
+// The pool's own layout (PlanDeviceRecurrentLayout: GKA Hs packed), so sessions saved before
+// Hs was packed (formats without "packed-") are refused by name, not misread.
 std::string CudaHybridBackend::state_format() const {
-  return impl_->kv.empty()                                         ? "cuda-hybrid/fp32"
-         : impl_->options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? "cuda-hybrid/fp32+kv-fp8e4m3"
-                                                                   : "cuda-hybrid/fp32+kv-bf16";
+  return impl_->kv.empty() ? "cuda-hybrid/packed-fp32"
+         : impl_->options.kv_cache_dtype == KvCacheDtype::kFp8E4m3
+             ? "cuda-hybrid/packed-fp32+kv-fp8e4m3"
+             : "cuda-hybrid/packed-fp32+kv-bf16";
 }
 
 absl::Status CudaHybridBackend::ExportSlot(int64_t slot, std::string* bytes) {

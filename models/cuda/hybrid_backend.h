@@ -29,6 +29,11 @@ enum class KvCacheDtype { kBf16, kFp8E4m3 };
 // `dtype` (for fp8, bytes: each layer's part holds its scales too).
 KvLayout PlanDeviceKvLayout(const ModelSpec& spec, int64_t block_size, KvCacheDtype dtype);
 
+// The state slot layout CudaHybridBackend uses for `spec`: the CPU's layer order, each GKA
+// layer's Hs packed to its upper block triangle (kernels/gka_slot_layout.h), so a slot is about
+// a quarter smaller than the CPU's; sliding-window rings as the CPU's.
+RecurrentLayout PlanDeviceRecurrentLayout(const ModelSpec& spec);
+
 struct CudaHybridOptions {
   int device = 0;
   int64_t num_slots = 64;

@@ -42,7 +42,7 @@ inline int64_t PadWidth(int64_t width) {
 
 struct DeviceGkaLayer {
   GkaSpec spec;
-  int64_t state_offset = 0;  // floats into a slot: Hs, Ss, then the convolution's tail
+  int64_t state_offset = 0;  // floats into a slot: kernels/gka_slot_layout.h
   // One fused projection [proj_width (padded), C] bf16: q, k, v | a | b | alpha | g.
   DeviceBuffer proj, o_proj;
   int64_t proj_width = 0, channels = 0;  // channels: (Hq+Hk+Hv)*D, the convolved columns

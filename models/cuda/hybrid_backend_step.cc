@@ -13,6 +13,7 @@
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/qk_rope.h"
 #include "kernels/cuda/row_kernels.h"
+#include "kernels/gka_slot_layout.h"
 #include "models/cuda/hybrid_backend_impl.h"
 
 namespace ridge {
@@ -386,7 +387,7 @@ absl::Status CudaHybridBackend::Impl::EnqueueGka(const DeviceGkaLayer& layer, co
   conv.weight = layer.conv.as<float>();
   conv.state_pool = state_pool.as<float>();
   conv.slot_floats = recurrent.floats_per_slot;
-  conv.tail_offset = layer.state_offset + 2 * hx * d * d;
+  conv.tail_offset = layer.state_offset + GkaSlotTailOffset(hx, d);
   conv.out = qkv.as<float>();
   conv.out_stride = layer.channels;
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchCausalConvSilu(conv, stream));

@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "engine/offline_generation.h"
 #include "kernels/device_info.h"
+#include "kernels/gka_slot_layout.h"
 #include "models/arch/hybrid_qwen3.h"
 #include "models/arch/hybrid_qwen3_config.h"
 #include "models/cpu_backend.h"
@@ -203,6 +204,31 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{"*-SWA-*", 128, 2, 1, 16, 0.0f, 30}),
                        ::testing::Values(KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3)),
     Name);
+
+// Host code, runs without a GPU: the pool's slot keeps each GKA layer's Hs packed
+// (kernels/gka_slot_layout.h), the rest as the CPU's layout.
+TEST(PlanDeviceRecurrentLayoutTest, PacksEachGkaLayersHs) {
+  auto model = SmallModel({"GKA-*-GKA-SWA", 64, 4, 2, 24, 0.0f, 30});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelSpec& spec = (*model)->spec();
+  const RecurrentLayout cpu = PlanRecurrentLayout(spec);
+  const RecurrentLayout gpu = PlanDeviceRecurrentLayout(spec);
+  ASSERT_EQ(gpu.layer_offset.size(), spec.layers.size());
+  int64_t expected_offset = 0;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const int64_t cpu_floats = RecurrentStateFloats(spec.layers[l].mixer);
+    int64_t floats = cpu_floats;
+    if (const auto* g = std::get_if<GkaSpec>(&spec.layers[l].mixer)) {
+      const int64_t hx = g->expanded_heads(), d = g->head_dim;
+      floats = cpu_floats - hx * (d * d - PackedHsFloats(d));  // D^2/2 - 2D fewer a head
+      EXPECT_EQ(GkaSlotTailOffset(hx, d) + (cpu_floats - 2 * hx * d * d), floats);
+    }
+    EXPECT_EQ(gpu.layer_offset[l], floats > 0 ? expected_offset : -1) << "layer " << l;
+    expected_offset += floats;
+  }
+  EXPECT_EQ(gpu.floats_per_slot, expected_offset);
+  EXPECT_LT(gpu.floats_per_slot, cpu.floats_per_slot);
+}
 
 TEST(CudaHybridBackendCreateTest, RefusesShapesItsKernelsDoNotTake) {
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";

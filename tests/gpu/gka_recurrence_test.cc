@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gka_slot_layout.h"
 #include "kernels/gka_step.h"
 #include "tests/gpu/device_array.h"
 
@@ -65,11 +66,13 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   const int d = c.head_dim, hx = c.heads, n = c.sequences;
   std::mt19937 rng(d * 1000 + n * 10 + hx);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  const int64_t layer_floats = 2 * int64_t{hx} * d * d;
-  const int64_t slot_floats = layer_floats + 64;  // the layer sits at offset 32 of its slot
+  // The CPU's states (Hs [hx, d, d], Ss [hx, d, d] a slot) and the GPU pool's, whose layer
+  // (kernels/gka_slot_layout.h: Hs packed) sits at offset 32 of a slot with room after it.
+  const int64_t cpu_floats = 2 * int64_t{hx} * d * d;
+  const int64_t slot_floats = GkaSlotLayerFloats(hx, d, 0) + 64;
   const int64_t layer_offset = 32;
   const int slots = n + 2;
-  std::vector<float> pool(slots * slot_floats, 0.0f);
+  std::vector<float> cpu(slots * cpu_floats, 0.0f);
   std::vector<int32_t> slot(n);
   for (int s = 0; s < n; ++s) slot[s] = slots - 1 - s;  // out of order; slots 0 and 1 unused
 
@@ -82,7 +85,7 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   std::vector<float> scratch(4 * d), out_cpu(d);
   for (int s = 0; s < n; ++s) {
     for (int h = 0; h < hx; ++h) {
-      float* hs = &pool[slot[s] * slot_floats + layer_offset + int64_t{h} * d * d];
+      float* hs = &cpu[slot[s] * cpu_floats + int64_t{h} * d * d];
       float* ss = hs + int64_t{hx} * d * d;
       for (int t = 0; t < c.history; ++t) {
         const auto q = Unit(d, rng), k = Unit(d, rng), v = Unit(d, rng);
@@ -90,6 +93,31 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
         gate(&beta, &alpha, &log_decay);
         GkaHeadStep({q.data(), k.data(), v.data(), beta, alpha, log_decay, 0.02f, true}, d,
                     {0.0f, 30}, hs, ss, out_cpu.data(), scratch.data());
+      }
+    }
+  }
+  // Element (i, j) of head h's Hs and Ss in a slot of each layout.
+  auto cpu_hs = [&](int sl, int h, int i, int j) {
+    return sl * cpu_floats + (int64_t{h} * d + i) * d + j;
+  };
+  auto cpu_ss = [&](int sl, int h, int i, int j) {
+    return cpu_hs(sl, h, i, j) + int64_t{hx} * d * d;
+  };
+  auto gpu_hs = [&](int sl, int h, int i, int j) {
+    return sl * slot_floats + layer_offset + GkaSlotHsOffset(d, h) +
+           PackedHsElement<int64_t>(d, i, j);
+  };
+  auto gpu_ss = [&](int sl, int h, int i, int j) {
+    return sl * slot_floats + layer_offset + GkaSlotSsOffset(hx, d, h) + int64_t{i} * d + j;
+  };
+  std::vector<float> pool(slots * slot_floats, 0.0f);
+  for (int s = 0; s < n; ++s) {
+    for (int h = 0; h < hx; ++h) {
+      for (int i = 0; i < d; ++i) {
+        for (int j = 0; j < d; ++j) {
+          pool[gpu_hs(slot[s], h, i, j)] = cpu[cpu_hs(slot[s], h, i, j)];
+          pool[gpu_ss(slot[s], h, i, j)] = cpu[cpu_ss(slot[s], h, i, j)];
+        }
       }
     }
   }
@@ -177,9 +205,8 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   double out_diff = 0, out_norm = 0, state_diff = 0, state_norm = 0;
   for (int s = 0; s < n; ++s) {
     for (int h = 0; h < hx; ++h) {
-      const int64_t at = slot[s] * slot_floats + layer_offset + int64_t{h} * d * d;
-      float* hs = &pool[at];
-      float* ss = hs + int64_t{hx} * d * d;
+      float* hs = &cpu[cpu_hs(slot[s], h, 0, 0)];
+      float* ss = &cpu[cpu_ss(slot[s], h, 0, 0)];
       SolveCounters expected{};
       for (int t = 0; t < row_count[s]; ++t) {
         const int r = row_begin[s] + t;
@@ -214,10 +241,15 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
           out_norm += want * want;
         }
       }
-      for (int64_t i = 0; i < int64_t{d} * d; ++i) {
-        for (const int64_t offset : {at, at + int64_t{hx} * d * d}) {
-          state_diff += std::pow(double(gpu_pool[offset + i]) - pool[offset + i], 2);
-          state_norm += std::pow(double(pool[offset + i]), 2);
+      // Every element of both, Hs's below the diagonal read from its mirror.
+      for (int i = 0; i < d; ++i) {
+        for (int j = 0; j < d; ++j) {
+          for (const auto& [got, want] :
+               {std::pair{gpu_pool[gpu_hs(slot[s], h, i, j)], cpu[cpu_hs(slot[s], h, i, j)]},
+                std::pair{gpu_pool[gpu_ss(slot[s], h, i, j)], cpu[cpu_ss(slot[s], h, i, j)]}}) {
+            state_diff += std::pow(double(got) - want, 2);
+            state_norm += std::pow(double(want), 2);
+          }
         }
       }
       const SolveCounters& got = counters[s * stride + h];
@@ -234,10 +266,14 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   // bf16 outputs: about 2^-9 relative each.
   EXPECT_LT(std::sqrt(out_diff / std::max(out_norm, 1e-30)), 4e-3);
   EXPECT_LT(std::sqrt(state_diff / std::max(state_norm, 1e-30)), 1e-5);
-  // Slots no sequence names are untouched.
+  // Slots no sequence names are untouched, and so are the floats around a named slot's layer.
+  const int64_t layer_end = layer_offset + GkaSlotLayerFloats(hx, d, 0);
   for (int s = 0; s < slots; ++s) {
-    if (std::find(slot.begin(), slot.end(), s) != slot.end()) continue;
-    for (int64_t i = 0; i < slot_floats; ++i) ASSERT_EQ(gpu_pool[s * slot_floats + i], 0.0f);
+    const bool named = std::find(slot.begin(), slot.end(), s) != slot.end();
+    for (int64_t i = 0; i < slot_floats; ++i) {
+      if (named && i >= layer_offset && i < layer_end) continue;
+      ASSERT_EQ(gpu_pool[s * slot_floats + i], 0.0f) << "slot " << s << " float " << i;
+    }
   }
 }
 

@@ -166,7 +166,7 @@ absl::Status Bench(int argc, char** argv) {
   }
   const KvLayout planned_kv = PlanDeviceKvLayout(spec, 16, kv_dtype);
   const double per_sequence_bytes =
-      static_cast<double>(PlanRecurrentLayout(spec).bytes_per_slot()) +
+      static_cast<double>(PlanDeviceRecurrentLayout(spec).bytes_per_slot()) +
       static_cast<double>(max_context) * static_cast<double>(planned_kv.bytes_per_token());
   const double pool_bytes = utilization * static_cast<double>(total_bytes) -
                             2.0 * static_cast<double>(spec.ParameterCount()) - (4.0 * (1 << 30));

@@ -1,8 +1,8 @@
 // The GKA recurrence kernel (kernels/cuda/gka_recurrence.h) alone, one decode token per sequence
 // on random q/k/v (normalised by the kernel, with o_norm and the output gate) and states of the
 // GKA-8B layer shape (32 expanded heads of 128; BENCHMARKS.md), timed with CUDA events: median
-// microseconds a launch over --repeats, the state bytes it must move (Hs and Ss read and written
-// once) against the device-to-device copy ceiling measured in the same run, and the anchor's
+// microseconds a launch over --repeats, the state bytes it must move (Hs, packed to its upper
+// block triangle as the pool keeps it, and Ss read and written once) against the device-to-device copy ceiling measured in the same run, and the anchor's
 // figures (vLLM's Triton chebyshev_iteration_gqa on an H200, BENCHMARKS.md) beside them.
 //
 //   gka_kernel_bench [--batches 64,96] [--iterations 30,10,1] [--heads 32] [--head-dim 128]
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/gka_recurrence.h"
+#include "kernels/gka_slot_layout.h"
 #include "tools/bench/kernel_bench_support.h"
 
 namespace {
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal;
   for (const int batch : batches) {
     const int64_t pairs = int64_t{batch} * heads;
-    const int64_t slot_floats = 2 * int64_t{heads} * d * d;
+    const int64_t slot_floats = ridge::GkaSlotLayerFloats(heads, d, 0);
     // q, k, v per expanded head (random: the kernel normalises q and k), the gates' raw
     // projections (0: beta 0.5, alpha 0.5, decay exp(-0.05 ln 2)) and g.
     const int64_t qkv_width = 3 * int64_t{heads} * d, gate_width = 3 * heads + int64_t{heads} * d;
@@ -145,7 +146,8 @@ int main(int argc, char** argv) {
     std::vector<int32_t> caps(batch, 30);
     CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
     for (int i = 0; i < 4; ++i) CHECK_CUDA(ridge::cuda::LaunchGkaRecurrence(args, nullptr));
-    const double bytes = 2.0 * 2.0 * pairs * d * d * 4;  // Hs and Ss, read and written
+    // Hs and Ss, read and written.
+    const double bytes = 2.0 * pairs * (ridge::PackedHsFloats(d) + int64_t{d} * d) * 4;
     for (const int iterations : iteration_list) {
       std::fill(caps.begin(), caps.end(), iterations);
       CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
