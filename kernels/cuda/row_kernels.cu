@@ -26,9 +26,14 @@ __device__ __forceinline__ float BlockSum(float v) {
 }
 
 __global__ void EmbedRowsKernel(const int32_t* ids, const __nv_bfloat16* table, int64_t cols,
-                                float* out) {
+                                int64_t first_id, int64_t table_rows, float* out) {
   const int64_t row = blockIdx.x;
-  const __nv_bfloat16* src = table + static_cast<int64_t>(ids[row]) * cols;
+  const int64_t id = static_cast<int64_t>(ids[row]) - first_id;
+  if (id < 0 || id >= table_rows) {
+    for (int64_t c = threadIdx.x; c < cols; c += kThreads) out[row * cols + c] = 0.0f;
+    return;
+  }
+  const __nv_bfloat16* src = table + id * cols;
   for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
     out[row * cols + c] = __bfloat162float(src[c]);
   }
@@ -177,10 +182,10 @@ __global__ void __cluster_dims__(kArgmaxBlocks, 1, 1) __launch_bounds__(kArgmaxT
 }  // namespace
 
 cudaError_t LaunchEmbedRows(const int32_t* ids, const void* table_bf16, int64_t rows, int64_t cols,
-                            float* out, cudaStream_t stream) {
+                            float* out, cudaStream_t stream, int64_t first_id, int64_t table_rows) {
   if (rows == 0) return cudaSuccess;
   EmbedRowsKernel<<<rows, kThreads, 0, stream>>>(ids, static_cast<const __nv_bfloat16*>(table_bf16),
-                                                 cols, out);
+                                                 cols, first_id, table_rows, out);
   return cudaGetLastError();
 }
 

@@ -8,9 +8,12 @@
 
 namespace ridge::cuda {
 
-// out[r, :] = float(table[ids[r], :]) for r < rows; table is bf16 [V, C].
+// out[r, :] = float(table[ids[r] - first_id, :]) for r < rows; table is bf16 [table_rows, C]
+// holding the rows of ids [first_id, first_id + table_rows) (a tensor-parallel rank's slice of
+// the vocabulary); rows of other ids are zeros.
 cudaError_t LaunchEmbedRows(const int32_t* ids, const void* table_bf16, int64_t rows, int64_t cols,
-                            float* out, cudaStream_t stream);
+                            float* out, cudaStream_t stream, int64_t first_id = 0,
+                            int64_t table_rows = INT64_MAX);
 
 // out[r, :] = bf16(in[src_r, :] / sqrt(mean(in[src_r, :]^2) + eps) * weight), where
 // src_r = row_index[r] when row_index is given, else r.

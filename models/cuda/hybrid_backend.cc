@@ -216,6 +216,19 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   if (weights.layers.size() != spec.layers.size()) {
     return absl::InvalidArgumentError("the weights do not match the model's layers");
   }
+  const IndexRange local_vocab =
+      options.rank ? options.rank->vocab : IndexRange{0, spec.vocab_size};
+  if (options.rank && (options.rank->collective == nullptr || local_vocab.first < 0 ||
+                       local_vocab.count < 1 || local_vocab.end() > spec.vocab_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a tensor-parallel rank needs a collective and a slice of the vocabulary of ",
+                     spec.vocab_size, "; got [", local_vocab.first, ", ", local_vocab.end(), ")"));
+  }
+  if (weights.head.rows != local_vocab.count || weights.embedding.rows != local_vocab.count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the embedding and output layer have ", weights.embedding.rows, " and ", weights.head.rows,
+        " rows; this backend's vocabulary has ", local_vocab.count));
+  }
   ASSIGN_OR_RETURN(const cudaDeviceProp prop, HopperDeviceProperties(options.device));
   const size_t sampling_smem = cuda::TokenSamplingSharedBytes(static_cast<int>(spec.vocab_size));
   if (prop.sharedMemPerBlockOptin < sampling_smem) {
@@ -241,10 +254,12 @@ absl::StatusOr<std::unique_ptr<CudaHybridBackend>> CudaHybridBackend::Create(
   // Weights: the head padded to a multiple of 16 rows (a tied one serves as the embedding too).
   const int64_t c = spec.hidden_size;
   impl->vocab_stride = PadWidth(spec.vocab_size);
+  impl->local_vocab = local_vocab;
+  impl->head_stride = PadWidth(local_vocab.count);
   const bool tied = weights.head.data == weights.embedding.data;
-  ASSIGN_OR_RETURN(impl->head, UploadRows({&weights.head}, impl->vocab_stride));
+  ASSIGN_OR_RETURN(impl->head, UploadRows({&weights.head}, impl->head_stride));
   if (!tied) {
-    ASSIGN_OR_RETURN(impl->embedding, UploadRows({&weights.embedding}, spec.vocab_size));
+    ASSIGN_OR_RETURN(impl->embedding, UploadRows({&weights.embedding}, local_vocab.count));
   }
   ASSIGN_OR_RETURN(impl->final_norm, cuda::UploadAsF32(weights.final_norm));
   int64_t bytes = impl->head.bytes() + impl->embedding.bytes() + impl->final_norm.bytes();
@@ -452,6 +467,7 @@ absl::Status CudaHybridBackend::Forward(std::span<const SlotChunk> chunks, Logit
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
   int64_t out_rows = 0;
   RETURN_IF_ERROR(impl_->RunStep(chunks, which, Impl::Output::kLogits, {}, &out_rows));
+  if (!impl_->answers()) return absl::OkStatus();
   const float* host = impl_->host_logits.as<const float>();
   logits->assign(host, host + out_rows * impl_->spec.vocab_size);
   return absl::OkStatus();
@@ -466,6 +482,7 @@ absl::Status CudaHybridBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
   int64_t out_rows = 0;
   RETURN_IF_ERROR(
       impl_->RunStep(chunks, LogitsFor::kLastToken, Impl::Output::kGreedy, {}, &out_rows));
+  if (!impl_->answers()) return absl::OkStatus();
   const int32_t* best = impl_->host_argmax.as<int32_t>();
   next_tokens->assign(best, best + out_rows);
   return absl::OkStatus();
@@ -476,6 +493,11 @@ absl::Status CudaHybridBackend::ForwardSample(std::span<const SlotChunk> chunks,
                                               std::vector<PickedToken>* picked) {
   RETURN_IF_ERROR(ValidateChunks(chunks));
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
+  if (!impl_->answers()) {  // the step's part of another rank; rank 0 picks for the group
+    picked->clear();
+    std::vector<int32_t> none;
+    return ForwardGreedy(chunks, &none);
+  }
   // The device's sampler knows no logit bias: such a step samples on the host.
   if (std::any_of(picks.begin(), picks.end(), [](const TokenPick& p) {
         return p.sampler != nullptr && p.sampler->HasLogitBias();

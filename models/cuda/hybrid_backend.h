@@ -12,13 +12,17 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/hybrid_weights.h"
 #include "models/model_backend.h"
+#include "models/tensor_parallel.h"
 
 namespace ridge {
+
+class DeviceCollective;
 
 // How the full-attention layers' keys and values are stored on the GPU: bf16, or e4m3 with an
 // fp32 scale per (position, kv head) vector (kernels/cuda/attention_rows.h, PagedKv), about half
@@ -50,6 +54,18 @@ struct CudaHybridOptions {
   // Replay decode steps (one token a sequence, up to kMaxGraphBatch sequences) from CUDA graphs
   // captured per batch bucket; the padding sequences run on a slot and a KV block of their own.
   bool use_graphs = true;
+  // Set when the backend is one rank of a tensor-parallel group (models/tensor_parallel.h): the
+  // spec and weights Create gets are then the rank's (RankSpec, SliceRankWeights), whose
+  // embedding and output layer hold the rows of `vocab`. Each mixer's and MLP's partial output is
+  // summed over the group before it joins the residual, and the rank's logit columns are gathered
+  // on rank 0, whose Forward, ForwardGreedy and ForwardSample answer for the group; the other
+  // ranks' return nothing. Every rank must step the same chunks at once. Steps are captured in
+  // graphs only if the collective allows it.
+  struct Rank {
+    DeviceCollective* collective = nullptr;
+    IndexRange vocab;
+  };
+  std::optional<Rank> rank;
 };
 
 class CudaHybridBackend : public ModelBackend {

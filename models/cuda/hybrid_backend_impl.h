@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "models/cuda/device_collective.h"
 #include "models/cuda/device_memory.h"
 #include "models/cuda/device_step_support.h"
 #include "models/cuda/hybrid_backend.h"
@@ -73,7 +74,12 @@ struct CudaHybridBackend::Impl {
   RecurrentLayout recurrent;
   KvLayout kv;  // bf16 elements; a layer's part of a block: K [Hkv, bs, D], then V alike
   int64_t num_kv_blocks = 0;
-  int64_t vocab_stride = 0;
+  int64_t vocab_stride =
+      0;  // the logits' row stride: the vocabulary padded to kHybridWidthMultiple
+  // The vocabulary rows this backend's embedding and output layer hold (a rank's slice, else all)
+  // and the stride of the output layer's product (vocab_stride without a rank).
+  IndexRange local_vocab;
+  int64_t head_stride = 0;
   int64_t weight_bytes = 0;
   // The widest of each activation over the layers.
   int64_t max_proj_width = 0, max_channels = 0, max_mixer_out = 0, max_intermediate = 0;
@@ -97,6 +103,8 @@ struct CudaHybridBackend::Impl {
   int64_t cap_rows = 0, cap_seqs = 0, cap_table = 0, cap_partials = 0;
   DeviceBuffer table, hidden, normed, proj, qkv, mixer_out, mlp, act, final_normed, logits, argmax,
       counters, partials;
+  // A rank's: a mixer's or MLP's partial output before the group's sum, its logit columns.
+  DeviceBuffer rank_partial, local_logits;
   PinnedBuffer host_table, host_logits, host_argmax, host_counters;
   int64_t cap_logit_rows = 0;
   DeviceBuffer sampling_params, sampled, penalties;
@@ -111,6 +119,12 @@ struct CudaHybridBackend::Impl {
   }
 
   GemmContext gemm() const { return {cublas, stream, sm_count}; }
+
+  // Whether this backend's step outputs answer for the model (no rank, or rank 0).
+  bool answers() const { return !options.rank || options.rank->collective->rank() == 0; }
+  // hidden += x w^T over the model: the product, or a rank's partial product summed over the
+  // group.
+  absl::Status AddProductToHidden(const void* x, int64_t rows, int64_t in, const DeviceBuffer& w);
 
   // Where each per-step array lies in the int32 table (sent in one copy per step). The block
   // tables come last: every other offset depends only on the step's rows and sequences, as a
@@ -130,7 +144,8 @@ struct CudaHybridBackend::Impl {
     int64_t max_tokens = 0;  // the most tokens any sequence has
     int64_t real_seqs = 0;   // the callers' sequences; seqs - real_seqs pad a graph's bucket
   };
-  enum class Output { kLogits, kGreedy, kSampled };
+  // kNone: a rank other than 0 (its step's outputs are rank 0's to give).
+  enum class Output { kLogits, kGreedy, kSampled, kNone };
   // How an attention layer's split-keys kernel splits its rows' keys in a step (rows 0: the
   // layer launches no such kernel).
   struct AttentionSplits {

@@ -38,6 +38,7 @@ absl::Status CudaHybridBackend::Impl::EnsureStepCapacity(int64_t rows, int64_t s
     RETURN_IF_ERROR(renew.Device(&mlp, new_rows * 2 * max_intermediate * sizeof(float)));
     RETURN_IF_ERROR(renew.Device(&act, new_rows * max_intermediate * 2));
     RETURN_IF_ERROR(renew.Device(&counters, counter_bytes));
+    if (options.rank) RETURN_IF_ERROR(renew.Device(&rank_partial, new_rows * c * sizeof(float)));
     RETURN_IF_ERROR(renew.Pinned(&host_counters, counter_bytes));
     graphs.Clear();
     renew.Commit();
@@ -76,7 +77,9 @@ absl::Status CudaHybridBackend::Impl::EnsureOutputCapacity(int64_t rows, Output 
   // Logits can be gigabytes when every row's are wanted: the old buffers go first.
   logits = DeviceBuffer();
   host_logits = PinnedBuffer();
+  local_logits = DeviceBuffer();
   RETURN_IF_ERROR(logits.Allocate(new_rows * vocab_stride * sizeof(float)));
+  if (options.rank) RETURN_IF_ERROR(local_logits.Allocate(new_rows * head_stride * sizeof(float)));
   if (output == Output::kLogits) {
     RETURN_IF_ERROR(host_logits.Allocate(new_rows * spec.vocab_size * sizeof(float)));
   }
@@ -252,7 +255,9 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   RETURN_IF_ERROR(CheckBlockTables(chunks));
   const bool all_rows = which == LogitsFor::kAllTokens;
   const int64_t seqs = static_cast<int64_t>(chunks.size());
-  const bool graphable = options.use_graphs && !all_rows && seqs <= kMaxGraphBatch &&
+  const bool graphable = options.use_graphs &&
+                         (!options.rank || options.rank->collective->capturable()) && !all_rows &&
+                         seqs <= kMaxGraphBatch &&
                          std::all_of(chunks.begin(), chunks.end(),
                                      [](const SlotChunk& c) { return c.tokens.size() == 1; });
   const StepTable t = BuildTable(chunks, all_rows, graphable ? GraphBucket(seqs) : seqs);
@@ -304,7 +309,11 @@ absl::Status CudaHybridBackend::Impl::EnqueueStep(const StepTable& t, Output out
   }
   const DeviceBuffer& embeddings = embedding.empty() ? head : embedding;
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchEmbedRows(DeviceTable(t.ids), embeddings.as<void>(),
-                                                   t.rows, c, hidden.as<float>(), s));
+                                                   t.rows, c, hidden.as<float>(), s,
+                                                   local_vocab.first, local_vocab.count));
+  if (options.rank) {
+    RETURN_IF_ERROR(options.rank->collective->AllReduceSum(hidden.as<float>(), t.rows * c, s));
+  }
   for (const DeviceHybridLayer& layer : layers) {
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
                                                          layer.input_norm.as<float>(), t.rows, c,
@@ -322,15 +331,24 @@ absl::Status CudaHybridBackend::Impl::EnqueueStep(const StepTable& t, Output out
                                2 * inter, mlp.as<float>(), false));
     RIDGE_CUDA_RETURN_IF_ERROR(
         cuda::LaunchSwiGlu(mlp.as<float>(), t.rows, inter, act.as<void>(), s));
-    RETURN_IF_ERROR(WeightGemm(gemm(), act.as<void>(), t.rows, inter, layer.down.as<void>(), c,
-                               hidden.as<float>(), true));
+    RETURN_IF_ERROR(AddProductToHidden(act.as<void>(), t.rows, inter, layer.down));
   }
   const bool all_rows = t.out_rows == t.rows;
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(
       hidden.as<float>(), all_rows ? nullptr : DeviceTable(t.out_row), final_norm.as<float>(),
       t.out_rows, c, eps, final_normed.as<void>(), s));
-  RETURN_IF_ERROR(WeightGemm(gemm(), final_normed.as<void>(), t.out_rows, c, head.as<void>(),
-                             vocab_stride, logits.as<float>(), false));
+  if (options.rank) {
+    RETURN_IF_ERROR(WeightGemm(gemm(), final_normed.as<void>(), t.out_rows, c, head.as<void>(),
+                               head_stride, local_logits.as<float>(), false));
+    RETURN_IF_ERROR(options.rank->collective->GatherColumns(
+        local_logits.as<float>(), t.out_rows, head_stride, local_vocab.first, local_vocab.count,
+        logits.as<float>(), vocab_stride, s));
+  } else {
+    RETURN_IF_ERROR(WeightGemm(gemm(), final_normed.as<void>(), t.out_rows, c, head.as<void>(),
+                               vocab_stride, logits.as<float>(), false));
+  }
+  // Another rank's step ends here: rank 0 answers for the group.
+  if (!answers()) output = Output::kNone;
   const int32_t vocab = static_cast<int32_t>(spec.vocab_size);
   switch (output) {
     case Output::kGreedy:
@@ -355,6 +373,8 @@ absl::Status CudaHybridBackend::Impl::EnqueueStep(const StepTable& t, Output out
                                                  cudaMemcpyDeviceToHost, s));
       break;
     }
+    case Output::kNone:
+      break;
     case Output::kLogits:
       RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(host_logits.as<void>(), vocab * sizeof(float),
                                                    logits.as<void>(), vocab_stride * sizeof(float),
@@ -428,8 +448,7 @@ absl::Status CudaHybridBackend::Impl::EnqueueGka(const DeviceGkaLayer& layer, co
   r.counters = counters.as<cuda::SolveCounters>();
   r.counters_stride = static_cast<int32_t>(max_gka_heads);
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchGkaRecurrence(r, stream));
-  return WeightGemm(gemm(), mixer_out.as<void>(), t.rows, hx * d, layer.o_proj.as<void>(), c,
-                    hidden.as<float>(), true);
+  return AddProductToHidden(mixer_out.as<void>(), t.rows, hx * d, layer.o_proj);
 }
 
 absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLayer& layer,
@@ -511,8 +530,22 @@ absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLaye
     write.ring = ring;
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRingWrite(write, stream));
   }
-  return WeightGemm(gemm(), mixer_out.as<void>(), t.rows, a.q_heads * d, layer.o_proj.as<void>(), c,
-                    hidden.as<float>(), true);
+  return AddProductToHidden(mixer_out.as<void>(), t.rows, a.q_heads * d, layer.o_proj);
+}
+
+absl::Status CudaHybridBackend::Impl::AddProductToHidden(const void* x, int64_t rows, int64_t in,
+                                                         const DeviceBuffer& w) {
+  const int64_t c = spec.hidden_size;
+  if (!options.rank)
+    return WeightGemm(gemm(), x, rows, in, w.as<void>(), c, hidden.as<float>(), true);
+  RETURN_IF_ERROR(
+      WeightGemm(gemm(), x, rows, in, w.as<void>(), c, rank_partial.as<float>(), false));
+  RETURN_IF_ERROR(
+      options.rank->collective->AllReduceSum(rank_partial.as<float>(), rows * c, stream));
+  const float one = 1.0f;
+  RIDGE_CUBLAS_RETURN_IF_ERROR(cublasSaxpy(cublas, static_cast<int>(rows * c), &one,
+                                           rank_partial.as<float>(), 1, hidden.as<float>(), 1));
+  return absl::OkStatus();
 }
 
 }  // namespace ridge

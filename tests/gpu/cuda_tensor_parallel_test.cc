@@ -1,0 +1,215 @@
+// The CUDA hybrid backend as ranks of a tensor-parallel group (CudaHybridOptions::rank): two
+// ranks on one GPU, each a CudaHybridBackend of its RankSpec and SliceRankWeights, summing their
+// partial outputs and gathering logits through HostStagedCollective (over ThreadCollectives),
+// stepped on two threads, against the unsplit backend on the same random hybrid (GKA with
+// GQA-expanded heads, full attention, a sliding window with a key/value head both ranks read, an
+// MLP and a vocabulary that do not divide by two): prompts across KV blocks and the window, then
+// decode steps; rank 0's logits and greedy picks answer for the group, rank 1's steps return
+// nothing; each rank's solver counts are its heads'. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "kernels/device_info.h"
+#include "models/arch/hybrid_qwen3.h"
+#include "models/cuda/device_collective.h"
+#include "models/cuda/hybrid_backend.h"
+#include "models/tensor_parallel.h"
+#include "models/tensor_parallel_weights.h"
+#include "models/thread_collectives.h"
+
+namespace ridge {
+namespace {
+
+constexpr int64_t kBlockSize = 16;
+constexpr int64_t kSlots = 3, kBlocks = 12;
+
+GkaSpec Gka(int64_t q, int64_t k, int64_t v) {
+  GkaSpec g;
+  g.q_heads = q;
+  g.k_heads = k;
+  g.v_heads = v;
+  g.head_dim = 64;
+  return g;
+}
+
+AttentionSpec Attention(int64_t q, int64_t kv, int64_t window = 0) {
+  AttentionSpec a;
+  a.q_heads = q;
+  a.kv_heads = kv;
+  a.head_dim = 64;
+  a.window = window;
+  a.rope.theta = 10000.0;
+  return a;
+}
+
+ModelSpec Spec() {
+  ModelSpec spec;
+  spec.architecture = "hybrid_qwen3";
+  spec.vocab_size = 1003;
+  spec.hidden_size = 256;
+  spec.max_position_embeddings = 4096;
+  spec.layers = {
+      {Gka(4, 2, 2), 360}, {Attention(4, 2), 360}, {Attention(4, 1, 24), 384}, {Gka(2, 2, 4), 360}};
+  return spec;
+}
+
+// The largest difference between two logit sets, relative to the largest logit.
+double RelativeDifference(const std::vector<float>& got, const std::vector<float>& expected) {
+  double largest = 0, worst = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    largest = std::max(largest, std::abs(double(expected[i])));
+    worst = std::max(worst, std::abs(double(got[i]) - expected[i]));
+  }
+  return worst / largest;
+}
+
+class CudaTensorParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+    auto model = HybridQwen3Model::Random(spec_, 5, kBlockSize);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+    const CudaHybridOptions base{.num_slots = kSlots,
+                                 .num_kv_blocks = kBlocks,
+                                 .kv_block_size = kBlockSize,
+                                 .use_graphs = false};
+    auto whole = CudaHybridBackend::Create(spec_, *model_->hybrid_weights(), base);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    whole_ = std::move(*whole);
+    auto plan = PlanTensorParallel(spec_, 2);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (const RankShard& shard : *plan) {
+      weights_.push_back(SliceRankWeights(spec_, *model_->hybrid_weights(), shard));
+      staged_.push_back(std::make_unique<HostStagedCollective>(&group_.rank(shard.rank)));
+      CudaHybridOptions options = base;
+      options.use_graphs = true;  // refused by the host-staged collective
+      options.rank = CudaHybridOptions::Rank{staged_.back().get(), shard.vocab};
+      auto rank =
+          CudaHybridBackend::Create(RankSpec(spec_, shard), weights_.back().weights, options);
+      ASSERT_TRUE(rank.ok()) << rank.status();
+      ranks_.push_back(std::move(*rank));
+    }
+  }
+
+  // Both ranks step `chunks` at once (rank 1 on a thread of its own); rank 0's logits.
+  void StepRanks(std::vector<SlotChunk> chunks0, std::vector<SlotChunk> chunks1, LogitsFor which,
+                 std::vector<float>* logits) {
+    std::vector<float> rank1_logits = {1.0f};
+    absl::Status status1;
+    std::thread other([&] { status1 = ranks_[1]->Forward(chunks1, which, &rank1_logits); });
+    const absl::Status status0 = ranks_[0]->Forward(chunks0, which, logits);
+    other.join();
+    ASSERT_TRUE(status0.ok()) << status0;
+    ASSERT_TRUE(status1.ok()) << status1;
+    EXPECT_TRUE(rank1_logits.empty()) << "rank 1 answers nothing";
+  }
+
+  const ModelSpec spec_ = Spec();
+  std::unique_ptr<HybridQwen3Model> model_;
+  std::unique_ptr<CudaHybridBackend> whole_;
+  ThreadCollectives group_{2, std::chrono::seconds(60)};
+  std::vector<RankWeights> weights_;
+  std::vector<std::unique_ptr<HostStagedCollective>> staged_;
+  std::vector<std::unique_ptr<CudaHybridBackend>> ranks_;
+};
+
+TEST_F(CudaTensorParallelTest, TwoRanksOnOneGpuStepAsTheWholeModel) {
+  // A rank keeps its heads' states only; the key/value head both read (the window's ring in the
+  // slot, a full layer's in the blocks) is kept by each.
+  EXPECT_LT(ranks_[0]->state_bytes_per_slot(), whole_->state_bytes_per_slot());
+  EXPECT_GT(ranks_[0]->state_bytes_per_slot() + ranks_[1]->state_bytes_per_slot(),
+            whole_->state_bytes_per_slot());
+  EXPECT_EQ(ranks_[0]->kv_layout().bytes_per_block() + ranks_[1]->kv_layout().bytes_per_block(),
+            whole_->kv_layout().bytes_per_block());
+
+  // Prompts of 21 and 40 tokens (across blocks and the window of 24) in slots 2 and 0, then
+  // decode steps with the whole model's greedy tokens; caps of 30 and 10 iterations.
+  std::vector<std::vector<int32_t>> tokens(2);
+  for (int i = 0; i < 21; ++i) tokens[0].push_back((i * 37 + 5) % 1003);
+  for (int i = 0; i < 40; ++i) tokens[1].push_back((i * 101 + 17) % 1003);
+  const int64_t slots[] = {2, 0};
+  const std::vector<int32_t> tables[] = {{0, 1, 2}, {6, 7, 8, 9}};
+  for (int step = 0; step < 5; ++step) {
+    SolverStats expected_stats[2], stats0[2], stats1[2];
+    std::vector<SlotChunk> expected_chunks, chunks0, chunks1;
+    for (int i = 0; i < 2; ++i) {
+      SlotChunk chunk{.slot = slots[i],
+                      .tokens = tokens[i],
+                      .solver = {0.0f, i == 0 ? 30 : 10},
+                      .kv_blocks = tables[i]};
+      chunk.stats = &expected_stats[i];
+      expected_chunks.push_back(chunk);
+      chunk.stats = &stats0[i];
+      chunks0.push_back(chunk);
+      chunk.stats = &stats1[i];
+      chunks1.push_back(chunk);
+    }
+    std::vector<float> expected, got;
+    ASSERT_TRUE(whole_->Forward(expected_chunks, LogitsFor::kAllTokens, &expected).ok());
+    StepRanks(chunks0, chunks1, LogitsFor::kAllTokens, &got);
+    ASSERT_EQ(got.size(), expected.size());
+    const double difference = RelativeDifference(got, expected);
+    std::printf("step %d: largest logit difference %.2e of the largest logit\n", step, difference);
+    // bf16 activations between the products: a partial sum rounded differently can move a
+    // product's input by an ulp of bf16.
+    EXPECT_LT(difference, 2e-2) << "step " << step;
+    for (int i = 0; i < 2; ++i) {
+      // Each rank solves for its half of the heads, as often as the whole model does for all.
+      EXPECT_EQ(stats0[i].solves + stats1[i].solves, expected_stats[i].solves);
+      EXPECT_EQ(stats0[i].total_iterations + stats1[i].total_iterations,
+                expected_stats[i].total_iterations);
+      EXPECT_EQ(ranks_[0]->SlotPosition(slots[i]), whole_->SlotPosition(slots[i]));
+      EXPECT_EQ(ranks_[1]->SlotPosition(slots[i]), whole_->SlotPosition(slots[i]));
+    }
+    int64_t row = 0;
+    for (int i = 0; i < 2; ++i) {
+      row += static_cast<int64_t>(tokens[i].size());
+      const float* last = &expected[(row - 1) * spec_.vocab_size];
+      tokens[i] = {static_cast<int32_t>(std::max_element(last, last + spec_.vocab_size) - last)};
+    }
+  }
+
+  // Greedy picks come from rank 0's gathered logits; rank 1 picks nothing.
+  const SlotChunk chunk{
+      .slot = 2, .tokens = tokens[0], .solver = {0.0f, 30}, .kv_blocks = tables[0]};
+  std::vector<float> expected;
+  ASSERT_TRUE(whole_->Forward({&chunk, 1}, LogitsFor::kLastToken, &expected).ok());
+  std::vector<int32_t> picked0, picked1 = {-1};
+  absl::Status status1;
+  std::thread other([&] { status1 = ranks_[1]->ForwardGreedy({&chunk, 1}, &picked1); });
+  ASSERT_TRUE(ranks_[0]->ForwardGreedy({&chunk, 1}, &picked0).ok());
+  other.join();
+  ASSERT_TRUE(status1.ok()) << status1;
+  EXPECT_TRUE(picked1.empty());
+  ASSERT_EQ(picked0.size(), 1u);
+  std::vector<float> sorted = expected;
+  std::sort(sorted.rbegin(), sorted.rend());
+  if (sorted[0] - sorted[1] > 1e-2 * std::abs(sorted[0])) {  // not a near tie
+    EXPECT_EQ(picked0[0], std::max_element(expected.begin(), expected.end()) - expected.begin());
+  }
+}
+
+TEST_F(CudaTensorParallelTest, RefusesARankWithoutItsVocabularySlice) {
+  CudaHybridOptions options{.num_slots = 1, .num_kv_blocks = 2, .kv_block_size = kBlockSize};
+  auto plan = PlanTensorParallel(spec_, 2);
+  ASSERT_TRUE(plan.ok());
+  options.rank = CudaHybridOptions::Rank{staged_[0].get(), {0, spec_.vocab_size + 1}};
+  auto bad = CudaHybridBackend::Create(RankSpec(spec_, (*plan)[0]), weights_[0].weights, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("slice of the vocabulary"), std::string::npos)
+      << bad.status();
+  // The whole model's weights for a rank's slice: the rows do not match.
+  options.rank = CudaHybridOptions::Rank{staged_[0].get(), (*plan)[0].vocab};
+  bad = CudaHybridBackend::Create(spec_, *model_->hybrid_weights(), options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("rows"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace ridge
