@@ -13,6 +13,8 @@ absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
                                          std::vector<int32_t>* next_tokens) {
   std::vector<float> logits;
   RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
+  next_tokens->clear();
+  if (logits.empty()) return absl::OkStatus();  // a tensor-parallel rank that answers nothing
   const int64_t vocab = spec().vocab_size;
   next_tokens->resize(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -27,6 +29,8 @@ absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
   std::vector<float> logits;
   RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
+  picked->clear();
+  if (logits.empty()) return absl::OkStatus();  // a tensor-parallel rank that answers nothing
   const int64_t vocab = spec().vocab_size;
   picked->assign(chunks.size(), PickedToken{});
   for (size_t i = 0; i < chunks.size(); ++i) {

@@ -92,7 +92,9 @@ class ModelBackend {
   virtual absl::Status ImportKvBlock(int32_t block, std::string_view bytes);
 
   // Advances every chunk's slot over its tokens; one chunk per slot at most. `logits` receives
-  // [rows, vocab] floats: one row per token (kAllTokens) or per chunk (kLastToken).
+  // [rows, vocab] floats: one row per token (kAllTokens) or per chunk (kLastToken); nothing on a
+  // tensor-parallel rank other than 0 (rank 0 answers for the group), whose ForwardGreedy and
+  // ForwardSample then pick nothing either.
   virtual absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
                                std::vector<float>* logits) = 0;
 

@@ -17,6 +17,7 @@
 #ifdef RIDGE_HAVE_CUDA_BACKEND
 #include "models/cuda/cuda_backend.h"
 #include "models/cuda/hybrid_backend.h"
+#include "models/cuda/tensor_parallel_cuda_backend.h"
 #endif
 
 namespace ridge {
@@ -87,6 +88,35 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* mo
       std::make_unique<CpuBackend>(&decoder, plan.slots, plan.kv_blocks));
 }
 
+#ifdef RIDGE_HAVE_CUDA_BACKEND
+// --tensor-parallel-size over GPUs: rank r on GPU (first + r) modulo the GPUs present.
+absl::StatusOr<std::unique_ptr<ModelBackend>> SplitOverGpus(const Model* model,
+                                                            const CudaHybridOptions& options,
+                                                            int32_t ranks, int32_t gpus,
+                                                            int64_t* weight_bytes) {
+  TensorParallelCudaOptions split{.ranks = ranks, .backend = options};
+  split.devices.clear();
+  for (int32_t r = 0; r < std::min(ranks, gpus); ++r) {
+    split.devices.push_back((options.device + r) % gpus);
+  }
+  if (ranks > gpus) {
+    Log(LogLevel::kWarning, "--tensor-parallel-size ", ranks, ": ", gpus,
+        " GPU(s), so ranks share them (each its share of the memory); this checks a split, it "
+        "does not speed anything up");
+  }
+  auto backend = TensorParallelCudaBackend::Create(model->spec(), *model->hybrid_weights(), split);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(), absl::StrCat("--tensor-parallel-size ", ranks,
+                                                              ": ", backend.status().message()));
+  }
+  *weight_bytes = (*backend)->weight_bytes();
+  Log(LogLevel::kInfo, "backend: CUDA, tensor parallel over ", ranks,
+      " ranks (threads of this process; collectives through host memory: correct, but slower "
+      "than one GPU holding the whole model)");
+  return std::unique_ptr<ModelBackend>(std::move(*backend));
+}
+#endif
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
@@ -124,13 +154,6 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
   const std::vector<CudaDeviceInfo> gpus = QueryCudaDevices();
   bool use_cuda = device == "cuda";
   if (device == "auto") use_cuda = !gpus.empty();
-  if (use_cuda && tensor_parallel > 1) {
-    // Not a fallback to the CPU: whoever asks for ranks over GPUs wants the GPUs.
-    return absl::UnimplementedError(absl::StrCat(
-        "--tensor-parallel-size ", tensor_parallel, " on ",
-        device == "auto" ? "GPUs" : "--device cuda",
-        ": the multi-GPU (NCCL) backend is not built yet; --device cpu runs the ranks as threads"));
-  }
   if (use_cuda) {
 #ifdef RIDGE_HAVE_CUDA_BACKEND
     if (cuda_device < 0 || cuda_device >= static_cast<int64_t>(gpus.size())) {
@@ -150,6 +173,12 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
       Log(LogLevel::kWarning, "--kv-cache-dtype ", kv_dtype,
           ": the model has no full-attention layers, so no KV cache");
     }
+    if (tensor_parallel > 1 && model->hybrid_weights() == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tensor-parallel-size ", tensor_parallel,
+                       ": only hybrid_qwen3 models split over ranks (this is ",
+                       model->spec().architecture, ")"));
+    }
     if (const MesaNetModel* mesa = model->mesanet(); mesa != nullptr) {
       auto mesa_backend =
           CudaBackend::Create(mesa->config(), mesa->HostWeights(),
@@ -167,15 +196,24 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
             KvBlocksFromFlags(
                 args, PlanDeviceKvLayout(model->spec(), block_size, dtype).bytes_per_block()));
       }
-      auto hybrid_backend = CudaHybridBackend::Create(model->spec(), *weights,
-                                                      {.device = static_cast<int>(cuda_device),
-                                                       .num_slots = num_slots,
-                                                       .num_kv_blocks = blocks,
-                                                       .kv_block_size = block_size,
-                                                       .kv_cache_dtype = dtype,
-                                                       .gpu_memory_utilization = utilization});
-      if (hybrid_backend.ok()) weight_bytes = (*hybrid_backend)->weight_bytes();
-      backend = std::move(hybrid_backend);
+      const CudaHybridOptions options{.device = static_cast<int>(cuda_device),
+                                      .num_slots = num_slots,
+                                      .num_kv_blocks = blocks,
+                                      .kv_block_size = block_size,
+                                      .kv_cache_dtype = dtype,
+                                      .gpu_memory_utilization = utilization};
+      if (tensor_parallel > 1) {
+        // Its errors are reported as they are: whoever asks for ranks over GPUs wants the GPUs,
+        // not a fallback to the CPU.
+        ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> split,
+                         SplitOverGpus(model, options, static_cast<int32_t>(tensor_parallel),
+                                       static_cast<int32_t>(gpus.size()), &weight_bytes));
+        backend = std::move(split);
+      } else {
+        auto hybrid_backend = CudaHybridBackend::Create(model->spec(), *weights, options);
+        if (hybrid_backend.ok()) weight_bytes = (*hybrid_backend)->weight_bytes();
+        backend = std::move(hybrid_backend);
+      }
     }
     const absl::StatusCode code = backend.status().code();
     if (!backend.ok() && device == "auto" &&

@@ -24,8 +24,10 @@ inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-me
 // hybrid_qwen3 on CudaHybridBackend (whose KV pool fills
 // what the utilization leaves unless --kv-blocks or --kv-cache-memory is given); where the GPU
 // cannot run a model, --device auto uses the CPU and --device cuda is an error.
-// --tensor-parallel-size N (hybrid_qwen3) splits the model over N ranks: on the CPU, threads of
-// this process (TensorParallelCpuBackend); over GPUs, an error until the NCCL backend exists.
+// --tensor-parallel-size N (hybrid_qwen3) splits the model over N ranks, threads of this process:
+// on the CPU, TensorParallelCpuBackend; on GPUs, TensorParallelCudaBackend with rank r on GPU
+// (--cuda-device + r) modulo the GPUs present (ranks share GPUs when there are fewer, with a
+// warning), its collectives through host memory until NCCL's are built.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const Model* model,
                                                                      int64_t num_slots,

@@ -42,7 +42,8 @@ to stderr.
                             share of the GPU's memory a hybrid model may take (default 0.9)
   --kv-cache-dtype auto|bf16|fp8
                             the GPU's KV cache (auto: bf16; fp8: e4m3, half the bytes)
-  --tensor-parallel-size N  split a hybrid_qwen3 model over N ranks (CPU threads; default 1)
+  --tensor-parallel-size N  split a hybrid_qwen3 model over N ranks (threads, on the CPU or on
+                            GPUs; collectives through host memory; default 1)
 )";
 
 absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {

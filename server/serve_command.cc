@@ -79,8 +79,10 @@ then the process exits 0.
                                fp8 = fp8_e4m3: e4m3 with per-vector scales, half the bytes;
                                the CPU keeps fp32 and takes auto only)
   --tensor-parallel-size N     split a hybrid_qwen3 model's heads, MLP and vocabulary over N
-                               ranks (default 1); on the CPU the ranks are threads (the same
-                               outputs, for checking a split, not for speed); over GPUs not yet
+                               ranks (default 1), threads of this process: on the CPU (for
+                               checking a split, not for speed) or on GPUs --cuda-device,
+                               +1, ... (sharing them when fewer); collectives go through host
+                               memory (NCCL is not built): memory over GPUs, not speed
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64.
                                More than fit where the states live are clamped with a warning:

@@ -129,8 +129,6 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
       {"generate" + hybrid + " --prompt-ids 1 --tensor-parallel-size 0", "must be in [1, 64]"},
       {"generate" + model + " --prompt-ids 1 --device cpu --tensor-parallel-size 2",
        "only hybrid_qwen3 models split over ranks (this is mesanet)"},
-      {"generate" + hybrid + " --prompt-ids 1 --device cuda --tensor-parallel-size 2",
-       "the multi-GPU (NCCL) backend is not built yet"},
   };
   for (const auto& [args, expected] : cases) {
     const Output out = RunRidgeserve(args);

@@ -5,7 +5,9 @@
 // GQA-expanded heads, full attention, a sliding window with a key/value head both ranks read, an
 // MLP and a vocabulary that do not divide by two): prompts across KV blocks and the window, then
 // decode steps; rank 0's logits and greedy picks answer for the group, rank 1's steps return
-// nothing; each rank's solver counts are its heads'. Skips without a GPU.
+// nothing; each rank's solver counts are its heads'. Then TensorParallelCudaBackend, the same
+// two ranks as one backend: the whole model's logits and picks, slots and blocks copied,
+// exported and imported across the ranks continuing bit for bit. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "models/arch/hybrid_qwen3.h"
 #include "models/cuda/device_collective.h"
 #include "models/cuda/hybrid_backend.h"
+#include "models/cuda/tensor_parallel_cuda_backend.h"
 #include "models/tensor_parallel.h"
 #include "models/tensor_parallel_weights.h"
 #include "models/thread_collectives.h"
@@ -209,6 +212,70 @@ TEST_F(CudaTensorParallelTest, RefusesARankWithoutItsVocabularySlice) {
   bad = CudaHybridBackend::Create(spec_, *model_->hybrid_weights(), options);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("rows"), std::string::npos) << bad.status();
+}
+
+TEST_F(CudaTensorParallelTest, TheGroupServesAsOneBackend) {
+  auto split = TensorParallelCudaBackend::Create(
+      spec_, *model_->hybrid_weights(),
+      {.ranks = 2,
+       .devices = {0},
+       .backend = {.num_slots = kSlots, .num_kv_blocks = kBlocks, .kv_block_size = kBlockSize}});
+  ASSERT_TRUE(split.ok()) << split.status();
+  TensorParallelCudaBackend& tp = **split;
+  EXPECT_EQ(tp.ranks(), 2);
+  EXPECT_EQ(tp.num_slots(), kSlots);
+  EXPECT_EQ(tp.num_kv_blocks(), kBlocks);
+  EXPECT_EQ(tp.state_format(), whole_->state_format() + "/tp2");
+  EXPECT_EQ(tp.state_bytes_per_slot(),
+            ranks_[0]->state_bytes_per_slot() + ranks_[1]->state_bytes_per_slot());
+  EXPECT_EQ(tp.kv_layout().bytes_per_block(), whole_->kv_layout().bytes_per_block());
+
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i) prompt.push_back((i * 53 + 11) % 1003);
+  const std::vector<int32_t> table = {0, 1};
+  SolverStats whole_stats, split_stats;
+  SlotChunk chunk{.slot = 0, .tokens = prompt, .solver = {1e-3f, 30}, .kv_blocks = table};
+  chunk.stats = &whole_stats;
+  std::vector<float> expected, got;
+  ASSERT_TRUE(whole_->Forward({&chunk, 1}, LogitsFor::kLastToken, &expected).ok());
+  chunk.stats = &split_stats;
+  ASSERT_TRUE(tp.Forward({&chunk, 1}, LogitsFor::kLastToken, &got).ok());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_LT(RelativeDifference(got, expected), 2e-2);
+  EXPECT_EQ(split_stats.solves, whole_stats.solves);  // merged over the ranks
+
+  // Slot 1 by CopySlot with blocks 4-5; slot 2 by export and import into blocks 8-9.
+  ASSERT_TRUE(tp.CopySlot(0, 1).ok());
+  std::string state;
+  ASSERT_TRUE(tp.ExportSlot(0, &state).ok());
+  EXPECT_EQ(static_cast<int64_t>(state.size()), tp.state_bytes_per_slot());
+  ASSERT_TRUE(tp.ImportSlot(2, state, tp.SlotPosition(0)).ok());
+  for (int32_t b = 0; b < 2; ++b) {
+    ASSERT_TRUE(tp.CopyKvBlock(b, 4 + b).ok());
+    std::string block;
+    ASSERT_TRUE(tp.ExportKvBlock(b, &block).ok());
+    ASSERT_TRUE(tp.ImportKvBlock(8 + b, block).ok());
+  }
+  EXPECT_FALSE(tp.ImportSlot(1, state.substr(1), 30).ok());  // a short state is refused
+  const std::vector<int32_t> next = {7};
+  const std::vector<int32_t> tables[] = {table, {4, 5}, {8, 9}};
+  std::vector<float> outputs[3];
+  std::vector<int32_t> picks[3];
+  for (int64_t slot = 0; slot < 3; ++slot) {
+    const SlotChunk step{
+        .slot = slot, .tokens = next, .solver = {1e-3f, 30}, .kv_blocks = tables[slot]};
+    ASSERT_TRUE(tp.Forward({&step, 1}, LogitsFor::kLastToken, &outputs[slot]).ok());
+    const std::vector<int32_t> again = {static_cast<int32_t>(
+        std::max_element(outputs[slot].begin(), outputs[slot].end()) - outputs[slot].begin())};
+    const SlotChunk pick{
+        .slot = slot, .tokens = again, .solver = {1e-3f, 30}, .kv_blocks = tables[slot]};
+    ASSERT_TRUE(tp.ForwardGreedy({&pick, 1}, &picks[slot]).ok());
+    ASSERT_EQ(picks[slot].size(), 1u);
+  }
+  EXPECT_EQ(outputs[1], outputs[0]);
+  EXPECT_EQ(outputs[2], outputs[0]);
+  EXPECT_EQ(picks[1], picks[0]);
+  EXPECT_EQ(picks[2], picks[0]);
 }
 
 }  // namespace
