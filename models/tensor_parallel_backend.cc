@@ -222,8 +222,10 @@ absl::Status TensorParallelBackend::RunRanks(const std::function<absl::Status(in
     results[r] = step(r);
     if (!results[r].ok()) {
       // The others must not wait for this rank in their next collective.
-      group_->rank(r).Abort(
-          absl::Status(results[r].code(), absl::StrCat("rank ", r, ": ", results[r].message())));
+      const absl::Status why(results[r].code(),
+                             absl::StrCat("rank ", r, ": ", results[r].message()));
+      group_->rank(r).Abort(why);
+      if (ranks_[r].on_failure) ranks_[r].on_failure(why);
     }
   });
   for (int32_t r = 0; r < n; ++r) {

@@ -57,11 +57,15 @@ class TensorParallelBackend : public ModelBackend {
   struct Rank {
     std::shared_ptr<const void> owned;  // what `backend` points into (weights, decoder, ...)
     std::unique_ptr<ModelBackend> backend;
+    // Called with the rank's error when its step fails, besides aborting `group` (a collective
+    // the others may wait in that is not the group's, e.g. NCCL's).
+    std::function<void(const absl::Status&)> on_failure;
   };
   // `group` is the ranks' collectives (a rank that fails aborts them so that no other waits).
   TensorParallelBackend(ModelSpec spec, std::unique_ptr<ThreadCollectives> group);
   // The ranks in rank order; an error unless they agree on slots, blocks and block size.
   absl::Status SetRanks(std::vector<Rank> ranks);
+  const ModelBackend& rank_backend(int32_t r) const { return *ranks_[r].backend; }
 
  private:
   class RankThreads;

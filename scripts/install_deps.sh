@@ -8,16 +8,22 @@
 #                                     Debian 12 repository (Debian has no CUDA 13)
 #   scripts/install_deps.sh --no-tools  without the test-only tools: the fuzzers' clang and the
 #                                     validators from PyPI (images)
+#   scripts/install_deps.sh --nccl    also NCCL for tensor parallelism over several GPUs: the
+#                                     nvidia-nccl-cu13 wheel from PyPI into .tools/nccl (Debian
+#                                     has no NCCL); the server loads it at run time from
+#                                     RIDGE_NCCL_LIBRARY, which the script prints
 set -euo pipefail
 
 cuda=0
+nccl=0
 tools_wanted=1
 for arg in "$@"; do
   case "$arg" in
     --cuda) cuda=1 ;;
     --no-tools) tools_wanted=0 ;;
+    --nccl) nccl=1 ;;
     *)
-      echo "usage: scripts/install_deps.sh [--cuda] [--no-tools]" >&2
+      echo "usage: scripts/install_deps.sh [--cuda] [--nccl] [--no-tools]" >&2
       exit 2
       ;;
   esac
@@ -97,4 +103,17 @@ if [ "$cuda" -eq 1 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
       "${missing[@]}"
   fi
+fi
+
+if [ "$nccl" -eq 1 ]; then
+  nccl_dir=$(cd "$(dirname "$0")/.." && pwd)/.tools/nccl
+  nccl_library=$nccl_dir/nvidia/nccl/lib/libnccl.so.2
+  if [ ! -f "$nccl_library" ]; then
+    echo "install_deps: installing nvidia-nccl-cu13==2.28.9 into .tools/nccl"
+    python3 -m venv "$nccl_dir/venv"
+    "$nccl_dir/venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+      --target "$nccl_dir" nvidia-nccl-cu13==2.28.9
+  fi
+  echo "install_deps: NCCL is $nccl_library; serve finds it with"
+  echo "  export RIDGE_NCCL_LIBRARY=$nccl_library"
 fi

@@ -111,8 +111,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> SplitOverGpus(const Model* model,
   }
   *weight_bytes = (*backend)->weight_bytes();
   Log(LogLevel::kInfo, "backend: CUDA, tensor parallel over ", ranks,
-      " ranks (threads of this process; collectives through host memory: correct, but slower "
-      "than one GPU holding the whole model)");
+      " ranks (threads of this process), collectives through ", (*backend)->collectives());
   return std::unique_ptr<ModelBackend>(std::move(*backend));
 }
 #endif

@@ -43,7 +43,7 @@ to stderr.
   --kv-cache-dtype auto|bf16|fp8
                             the GPU's KV cache (auto: bf16; fp8: e4m3, half the bytes)
   --tensor-parallel-size N  split a hybrid_qwen3 model over N ranks (threads, on the CPU or on
-                            GPUs; collectives through host memory; default 1)
+                            GPUs, with NCCL when each rank has a GPU; default 1)
 )";
 
 absl::StatusOr<SamplingParams> SamplingFromFlags(const CliArgs& args) {

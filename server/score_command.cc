@@ -33,7 +33,7 @@ Prints the perplexity of the ids and the solver statistics to stderr.
   --kv-cache-dtype auto|bf16|fp8
                            the GPU's KV cache (auto: bf16; fp8: e4m3, half the bytes)
   --tensor-parallel-size N split a hybrid_qwen3 model over N ranks (threads, on the CPU or on
-                           GPUs; collectives through host memory; default 1)
+                           GPUs, with NCCL when each rank has a GPU; default 1)
 )";
 
 absl::Status Score(int argc, char** argv) {

@@ -81,8 +81,9 @@ then the process exits 0.
   --tensor-parallel-size N     split a hybrid_qwen3 model's heads, MLP and vocabulary over N
                                ranks (default 1), threads of this process: on the CPU (for
                                checking a split, not for speed) or on GPUs --cuda-device,
-                               +1, ... (sharing them when fewer); collectives go through host
-                               memory (NCCL is not built): memory over GPUs, not speed
+                               +1, ... (sharing them when fewer). A GPU a rank: NCCL's
+                               collectives (RIDGE_NCCL_LIBRARY or libnccl.so.2); else through
+                               host memory (correct, slower than one GPU)
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64.
                                More than fit where the states live are clamped with a warning:

@@ -7,9 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/cuda/nccl_library.h"
 
 namespace ridge {
 
@@ -60,6 +64,61 @@ class HostStagedCollective : public DeviceCollective {
  private:
   Collective* host_;
   std::vector<float> local_, full_;
+};
+
+class NcclGroup;
+
+// NCCL's collectives for ranks on distinct GPUs of this process, in stream order and capturable
+// (decode steps replay graphs). GatherColumns zeroes `full` on every rank, copies the rank's
+// columns into it and sums it over the group, so every rank ends with the whole rows (for the
+// logits: rows x vocabulary floats, small beside a decode step's other traffic).
+class NcclCollective : public DeviceCollective {
+ public:
+  NcclCollective(NcclGroup* group, int32_t rank) : group_(group), rank_(rank) {}
+
+  int32_t rank() const override { return rank_; }
+  int32_t size() const override;
+  absl::Status AllReduceSum(float* data, int64_t count, cudaStream_t stream) override;
+  absl::Status GatherColumns(const float* local, int64_t rows, int64_t local_stride,
+                             int64_t first_column, int64_t columns, float* full,
+                             int64_t full_stride, cudaStream_t stream) override;
+  bool capturable() const override { return true; }
+  // Aborts every communicator of the group (ncclCommAbort ends the operations the other ranks
+  // wait in); the group fails every collective from then on.
+  void Abort(const absl::Status& why) override;
+
+ private:
+  NcclGroup* group_;
+  int32_t rank_;
+};
+
+// The communicators of ranks on `devices` (one rank a GPU, no GPU twice: NCCL refuses that),
+// made together by ncclCommInitAll. An aborted group stays failed: its communicators are gone,
+// and so are the graphs that captured them, so the process must be restarted to split again.
+class NcclGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<NcclGroup>> Create(const std::vector<int>& devices);
+  ~NcclGroup();
+
+  int32_t size() const { return static_cast<int32_t>(comms_.size()); }
+  NcclCollective& rank(int32_t r) { return *ranks_[r]; }
+  int nccl_version() const { return api_->version; }
+
+  // OK, or why the group was aborted.
+  absl::Status failure() const;
+  void AbortAll(const absl::Status& why);
+  // The communicator of rank r, or the abort's error.
+  absl::StatusOr<nccl::Comm> Communicator(int32_t r) const;
+  const nccl::Api& api() const { return *api_; }
+
+ private:
+  explicit NcclGroup(const nccl::Api* api) : api_(api) {}
+
+  const nccl::Api* api_;
+  std::vector<nccl::Comm> comms_;
+  std::vector<std::unique_ptr<NcclCollective>> ranks_;
+  mutable std::mutex mutex_;
+  absl::Status aborted_;  // guarded by mutex_
 };
 
 }  // namespace ridge

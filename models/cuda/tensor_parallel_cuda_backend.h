@@ -1,17 +1,19 @@
 // Tensor parallelism on GPUs (issue 33; models/tensor_parallel_backend.h): each rank a
 // CudaHybridBackend (CudaHybridOptions::rank) of its RankSpec and SliceRankWeights on a GPU of its
-// own or shared with other ranks, on a thread of this process. The ranks' collectives go through
-// host memory (HostStagedCollective over ThreadCollectives) until an NCCL collective is built:
-// the outputs are the split's, but every all-reduce waits for the GPU and copies through the
-// host (two a layer), so a split runs slower than one GPU that holds the whole model; what it
-// buys is a model (and its KV cache) spread over several GPUs' memory.
+// own or shared with other ranks, on a thread of this process. The collectives are NCCL's
+// (NcclGroup, loaded at run time) when every rank has a GPU of its own, in stream order and
+// captured in the decode graphs; else they go through host memory (HostStagedCollective over
+// ThreadCollectives): the split's outputs, but every all-reduce waits for the GPU and copies
+// through the host, so that split runs slower than one GPU that holds the whole model.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/cuda/device_collective.h"
 #include "models/cuda/hybrid_backend.h"
 #include "models/hybrid_weights.h"
 #include "models/tensor_parallel_backend.h"
@@ -27,7 +29,11 @@ struct TensorParallelCudaOptions {
   // Every rank's options (device and rank are set per rank). Rank 0 sizes the pools (num_slots,
   // num_kv_blocks 0: as many as fit); the other ranks take the same counts or fail.
   CudaHybridOptions backend;
-  // How long a rank waits in a collective for the others before the step fails.
+  // kAuto: NCCL when every rank has a GPU of its own and NCCL loads, else through host memory.
+  enum class Collectives { kAuto, kNccl, kHostStaged };
+  Collectives collectives = Collectives::kAuto;
+  // How long a rank waits in a host-staged collective for the others before the step fails
+  // (NCCL's have no time-out: a rank's error aborts the communicators instead).
   std::chrono::milliseconds collective_timeout = std::chrono::minutes(10);
 };
 
@@ -40,10 +46,15 @@ class TensorParallelCudaBackend : public TensorParallelBackend {
       const TensorParallelCudaOptions& options);
 
   int64_t weight_bytes() const { return weight_bytes_; }  // over every rank
+  // How the ranks exchange partial sums, for the log ("NCCL 2.27.3", "host memory (why)").
+  const std::string& collectives() const { return collectives_; }
+  // Decode steps rank 0 replayed from CUDA graphs (NCCL's collectives are captured in them).
+  int64_t graph_replays() const;
 
  private:
   using TensorParallelBackend::TensorParallelBackend;
   int64_t weight_bytes_ = 0;
+  std::string collectives_;
 };
 
 }  // namespace ridge

@@ -7,12 +7,16 @@
 // decode steps; rank 0's logits and greedy picks answer for the group, rank 1's steps return
 // nothing; each rank's solver counts are its heads'. Then TensorParallelCudaBackend, the same
 // two ranks as one backend: the whole model's logits and picks, slots and blocks copied,
-// exported and imported across the ranks continuing bit for bit. Skips without a GPU.
+// exported and imported across the ranks continuing bit for bit; a group of one rank through
+// NCCL's collectives (loaded at run time: $RIDGE_NCCL_LIBRARY or libnccl.so.2), its decode
+// steps replayed from graphs that capture them; two ranks on one GPU refused by NCCL's rule.
+// Skips without a GPU (the NCCL test also without NCCL).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -20,6 +24,7 @@
 #include "models/arch/hybrid_qwen3.h"
 #include "models/cuda/device_collective.h"
 #include "models/cuda/hybrid_backend.h"
+#include "models/cuda/nccl_library.h"
 #include "models/cuda/tensor_parallel_cuda_backend.h"
 #include "models/tensor_parallel.h"
 #include "models/tensor_parallel_weights.h"
@@ -276,6 +281,72 @@ TEST_F(CudaTensorParallelTest, TheGroupServesAsOneBackend) {
   EXPECT_EQ(outputs[2], outputs[0]);
   EXPECT_EQ(picks[1], picks[0]);
   EXPECT_EQ(picks[2], picks[0]);
+}
+
+// Host code, runs without a GPU: what loading NCCL says when it cannot.
+TEST(NcclLibraryTest, NamesWhatItTriedAndWhy) {
+  const absl::StatusOr<nccl::Api> missing = nccl::Open("/nonexistent/libnccl.so.2");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/libnccl.so.2"), std::string::npos)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("RIDGE_NCCL_LIBRARY"), std::string::npos);
+  const absl::StatusOr<nccl::Api> not_nccl = nccl::Open("libm.so.6");  // loads, lacks NCCL
+  ASSERT_FALSE(not_nccl.ok());
+  EXPECT_NE(not_nccl.status().message().find("lacks ncclGetVersion"), std::string::npos)
+      << not_nccl.status();
+  if (const char* real = std::getenv("RIDGE_NCCL_LIBRARY"); real != nullptr) {
+    const absl::StatusOr<nccl::Api> api = nccl::Open(real);
+    ASSERT_TRUE(api.ok()) << api.status();
+    EXPECT_GE(api->version, 21000);
+  }
+}
+
+TEST_F(CudaTensorParallelTest, NcclCollectivesStepAsTheWholeModel) {
+  const absl::StatusOr<const nccl::Api*> api = nccl::Load();
+  if (!api.ok()) GTEST_SKIP() << api.status();
+  std::printf("NCCL %d\n", (*api)->version);
+  using Collectives = TensorParallelCudaOptions::Collectives;
+  // NCCL takes one rank a GPU.
+  auto shared = TensorParallelCudaBackend::Create(
+      spec_, *model_->hybrid_weights(),
+      {.ranks = 2, .devices = {0}, .backend = {.num_slots = 1}, .collectives = Collectives::kNccl});
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.status().message().find("one rank a GPU"), std::string::npos) << shared.status();
+
+  // One rank: every sum and gather goes through NCCL (a group of one), graphs included.
+  auto split = TensorParallelCudaBackend::Create(
+      spec_, *model_->hybrid_weights(),
+      {.ranks = 1,
+       .devices = {0},
+       .backend = {.num_slots = kSlots, .num_kv_blocks = kBlocks, .kv_block_size = kBlockSize},
+       .collectives = Collectives::kNccl});
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ((*split)->collectives().rfind("NCCL ", 0), 0u) << (*split)->collectives();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 25; ++i) prompt.push_back((i * 29 + 3) % 1003);
+  const std::vector<int32_t> table = {0, 1, 2};
+  SlotChunk chunk{.slot = 1, .tokens = prompt, .solver = {0.0f, 30}, .kv_blocks = table};
+  std::vector<float> expected, got;
+  ASSERT_TRUE(whole_->Forward({&chunk, 1}, LogitsFor::kLastToken, &expected).ok());
+  ASSERT_TRUE((*split)->Forward({&chunk, 1}, LogitsFor::kLastToken, &got).ok());
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_LT(RelativeDifference(got, expected), 2e-2);
+  // Decode steps (the split replays them from graphs that captured NCCL's calls), fed the
+  // whole model's greedy tokens.
+  std::vector<int32_t> next(1);
+  for (int step = 0; step < 6; ++step) {
+    next[0] =
+        static_cast<int32_t>(std::max_element(expected.begin(), expected.end()) - expected.begin());
+    chunk.tokens = next;
+    ASSERT_TRUE(whole_->Forward({&chunk, 1}, LogitsFor::kLastToken, &expected).ok());
+    ASSERT_TRUE((*split)->Forward({&chunk, 1}, LogitsFor::kLastToken, &got).ok());
+    EXPECT_LT(RelativeDifference(got, expected), 2e-2) << "step " << step;
+  }
+  EXPECT_EQ((*split)->graph_replays(), 6 - 1);  // the first step of a bucket is captured
+  std::vector<int32_t> picked;
+  ASSERT_TRUE((*split)->ForwardGreedy({&chunk, 1}, &picked).ok());
+  EXPECT_EQ(picked.size(), 1u);
 }
 
 }  // namespace
