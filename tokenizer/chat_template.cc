@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tokenizer/jinja/builtins.h"
 
 namespace ridge {
 namespace {
@@ -147,6 +148,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ChatRenderInput& input) c
                input.tools.is_array() ? jinja::Value::FromJson(input.tools) : jinja::Value::None());
   context->Set("documents", jinja::Value::None());
   context->Set("add_generation_prompt", jinja::Value(input.add_generation_prompt));
+  if (input.now.has_value()) context->Set("strftime_now", jinja::StrftimeNow(input.now));
 
   absl::StatusOr<std::string> rendered = template_.Render(jinja::Value(std::move(context)));
   if (!rendered.ok()) return Invalid(name_, std::string(rendered.status().message()));

@@ -9,6 +9,7 @@
 // fails in FromSource, so a server refuses it at start-up, never at request time.
 #pragma once
 
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,8 @@ struct ChatRenderInput {
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // end the prompt inside the last message
   nlohmann::ordered_json kwargs;        // null or an object: extra template variables
+  // The time the template's strftime_now formats (as local time); the wall clock when unset.
+  std::optional<std::time_t> now;
 };
 
 // The tokenizer's special tokens, visible to templates as bos_token, eos_token, ...

@@ -1,8 +1,11 @@
 // Real chat templates (tests/data/chat_templates/*.jinja) rendered by ChatTemplate must match
 // transformers' apply_chat_template byte for byte (golden.json, made by
-// tools/reference/make_chat_template_golden.py), and fail where transformers fails.
+// tools/reference/make_chat_template_golden.py), and fail where transformers fails. The golden
+// was rendered with strftime_now reading a pinned time (strftime_now_at), which we pass too, so
+// templates that print today's date match on any day.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,6 +34,7 @@ std::optional<std::string> Token(const nlohmann::ordered_json& tokens, const cha
 
 TEST(ChatTemplateGoldenTest, MatchesTransformers) {
   const auto golden = nlohmann::ordered_json::parse(ReadText(kDir / "golden.json"));
+  const std::time_t now = golden["strftime_now_at"].get<std::time_t>();
   int rendered = 0, refused = 0;
   for (const auto& t : golden["templates"]) {
     const std::string name = t["name"];
@@ -49,6 +53,7 @@ TEST(ChatTemplateGoldenTest, MatchesTransformers) {
       input.add_generation_prompt = c["add_generation_prompt"];
       input.continue_final_message = c["continue_final_message"];
       input.kwargs = c["kwargs"];
+      input.now = now;
       absl::StatusOr<std::string> prompt = tmpl->Render(input);
       if (c.contains("error")) {
         EXPECT_FALSE(prompt.ok()) << "transformers failed with " << c["error"] << " but we gave\n"
@@ -66,6 +71,34 @@ TEST(ChatTemplateGoldenTest, MatchesTransformers) {
   }
   EXPECT_GE(rendered, 400);
   EXPECT_GE(refused, 20);
+}
+
+std::string LocalDate(std::time_t at) {
+  std::tm local{};
+  localtime_r(&at, &local);
+  char buf[32];
+  return std::string(buf, std::strftime(buf, sizeof(buf), "%Y-%m-%d", &local));
+}
+
+// strftime_now formats the time the input names, else the wall clock.
+TEST(ChatTemplateGoldenTest, StrftimeNowReadsTheGivenTimeElseTheClock) {
+  absl::StatusOr<ChatTemplate> tmpl =
+      ChatTemplate::FromSource("dated", "{{ strftime_now('%Y-%m-%d') }}|{{ messages[0].content }}");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  ChatRenderInput input;
+  input.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  input.add_generation_prompt = false;
+  input.now = 1796212800;  // 2026-12-02 12:00 UTC
+  absl::StatusOr<std::string> pinned = tmpl->Render(input);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(*pinned, LocalDate(1796212800) + "|hi");
+
+  input.now.reset();
+  const std::time_t before = std::time(nullptr);
+  absl::StatusOr<std::string> today = tmpl->Render(input);
+  const std::time_t after = std::time(nullptr);
+  ASSERT_TRUE(today.ok()) << today.status();
+  EXPECT_TRUE(*today == LocalDate(before) + "|hi" || *today == LocalDate(after) + "|hi") << *today;
 }
 
 // The template's own refusals reach the caller with the template's message.

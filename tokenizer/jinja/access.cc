@@ -443,6 +443,19 @@ bool IsKnownGlobal(std::string_view name) {
          name == "raise_exception";
 }
 
+Value StrftimeNow(std::optional<std::time_t> at) {
+  return BoundMethod("strftime_now", [at](CallArgs& a) -> absl::StatusOr<Value> {
+    absl::StatusOr<std::string> format = StringArg(a, 0, "format", "strftime_now");
+    if (!format.ok()) return format.status();
+    const std::time_t now = at.has_value() ? *at : std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char buf[256];
+    const size_t n = std::strftime(buf, sizeof(buf), format->c_str(), &local);
+    return Value(std::string(buf, n));
+  });
+}
+
 Value GlobalFunction(std::string_view name) {
   if (name == "range") {
     return BoundMethod("range", [](CallArgs& a) -> absl::StatusOr<Value> {
@@ -477,18 +490,7 @@ Value GlobalFunction(std::string_view name) {
       return Value(std::move(o));
     });
   }
-  if (name == "strftime_now") {
-    return BoundMethod("strftime_now", [](CallArgs& a) -> absl::StatusOr<Value> {
-      absl::StatusOr<std::string> format = StringArg(a, 0, "format", "strftime_now");
-      if (!format.ok()) return format.status();
-      const std::time_t now = std::time(nullptr);
-      std::tm local{};
-      localtime_r(&now, &local);
-      char buf[256];
-      const size_t n = std::strftime(buf, sizeof(buf), format->c_str(), &local);
-      return Value(std::string(buf, n));
-    });
-  }
+  if (name == "strftime_now") return StrftimeNow();
   if (name == "raise_exception") {
     return BoundMethod("raise_exception", [](CallArgs& a) -> absl::StatusOr<Value> {
       const Value& message = Arg(a, 0, "message");

@@ -2,6 +2,8 @@
 // against these lists so that a template using anything else fails when it is loaded.
 #pragma once
 
+#include <ctime>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -38,5 +40,9 @@ absl::StatusOr<Value> ApplyOperator(const std::string& op, const Value& a, const
 // The global functions that need no template state: range, namespace, dict, strftime_now,
 // raise_exception (which fails with the template's message).
 Value GlobalFunction(std::string_view name);
+
+// strftime_now(format): `at` (the wall clock when unset) as local time in strftime's `format`.
+// A context variable named strftime_now made from this overrides the global one.
+Value StrftimeNow(std::optional<std::time_t> at = std::nullopt);
 
 }  // namespace ridge::jinja

@@ -4,20 +4,37 @@
 Writes tests/data/chat_templates/golden.json: {"transformers": version, "templates": [{"name",
 "file", "special_tokens": {...}, "cases": [{"name", "messages", "tools", "add_generation_prompt",
 "continue_final_message", "kwargs", and "expected" (the rendered text) or "error" (the message
-transformers raised)}]}]}. The C++ test (tests/tokenizer/chat_template_golden_test.cc) must give
+transformers raised)}]}], "strftime_now_at": the Unix time templates' strftime_now reads}. That
+clock is pinned (transformers reads datetime.now(); here it is NOW_AT, as local time) so that a
+template printing today's date renders the same on any day; the C++ test passes the same time. The C++ test (tests/tokenizer/chat_template_golden_test.cc) must give
 the same bytes for every case, and an error for every case that fails here.
 
 Needs: python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install transformers jinja2
 Run from the repository root: /tmp/refvenv/bin/python tools/reference/make_chat_template_golden.py
 """
+import datetime
 import json
 import pathlib
 
 import transformers
+import transformers.utils.chat_template_utils as chat_template_utils
 from transformers import PreTrainedTokenizerFast
 
 DATA = pathlib.Path("tests/data/chat_templates")
 TOKENIZER = "tests/data/tokenizer/qwen_style/tokenizer.json"
+
+# 2026-12-02 12:00 UTC: the same calendar day in every time zone from UTC-11 to UTC+11.
+NOW_AT = 1796212800
+
+
+class PinnedDatetime(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime.fromtimestamp(NOW_AT, tz)
+
+
+# transformers' strftime_now calls datetime.now() through this module's name.
+chat_template_utils.datetime = PinnedDatetime
 
 # Template file -> the special tokens its checkpoint's tokenizer defines.
 TEMPLATES = {
@@ -150,7 +167,8 @@ def main():
                           "kwargs": {}, **render(tok, messages, None, False, True, {})})
         templates.append({"name": name, "file": f"{name}.jinja", "special_tokens": special,
                           "cases": cases})
-    out = {"transformers": transformers.__version__, "templates": templates}
+    out = {"transformers": transformers.__version__, "strftime_now_at": NOW_AT,
+           "templates": templates}
     (DATA / "golden.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
 
 
