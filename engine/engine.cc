@@ -84,6 +84,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
     status = sampler.status();
   }
   std::unique_lock<std::mutex> lock(mutex_);
+  if (status.ok() && !backend_failure_.ok()) status = backend_failure_;
   if (status.ok() && (draining_ || stopping_)) {
     status = absl::UnavailableError("the server is shutting down and accepts no new requests");
   }
@@ -318,6 +319,12 @@ bool Engine::Advance(Sequence& seq, PickedToken picked, SteadyTime now) {
 }
 
 void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels) {
+  if (!backend_failure_.ok()) {  // those submitted while the failing step ran
+    FailEverything(std::move(arrived));
+    PublishSnapshot();
+    DeliverEvents();
+    return;
+  }
   for (auto& seq : arrived) {
     if (JoinSession(*seq) && FitsBesideSessions(*seq)) {
       waiting_.push_back(std::move(seq));
@@ -473,6 +480,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     std::erase_if(running_, [&](const std::unique_ptr<Sequence>& seq) {
       return std::find(finished.begin(), finished.end(), seq->id) != finished.end();
     });
+    if (!status.ok()) CheckBackendHealth();
   }
   PublishSnapshot();
   if (observer_ != nullptr && (!chunks.empty() || report.preemptions > 0)) {
@@ -490,6 +498,32 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     observer_->OnStep(report);
   }
   DeliverEvents();
+}
+
+void Engine::CheckBackendHealth() {
+  const absl::Status health = backend_->Health();
+  if (health.ok()) return;
+  const absl::Status failure = absl::UnavailableError(absl::StrCat(
+      "the model backend can no longer run (", health.message(), "); the server must restart"));
+  Log(LogLevel::kError, failure.message());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    backend_failure_ = failure;
+    draining_ = true;
+  }
+  FailEverything({});
+  if (options_.on_backend_failure) options_.on_backend_failure(failure);
+}
+
+void Engine::FailEverything(std::vector<std::unique_ptr<Sequence>> arrived) {
+  int64_t dequeued = static_cast<int64_t>(arrived.size() + waiting_.size());
+  for (auto& seq : arrived) Finish(*seq, FinishReason::kError, backend_failure_);
+  for (auto& seq : waiting_) Finish(*seq, FinishReason::kError, backend_failure_);
+  for (auto& seq : running_) Finish(*seq, FinishReason::kError, backend_failure_);
+  waiting_.clear();
+  running_.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  queued_ -= dequeued;
 }
 
 void Engine::DeliverEvents() {
@@ -514,6 +548,7 @@ void Engine::PublishSnapshot() {
   snapshot_.prefix_cache_bytes = memory_.snapshots() * backend_->state_bytes_per_slot() +
                                  cache_only_blocks * backend_->kv_layout().bytes_per_block();
   snapshot_.draining = draining_;
+  snapshot_.backend_failure = std::string(backend_failure_.message());
 }
 
 }  // namespace ridge

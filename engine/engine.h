@@ -47,6 +47,10 @@ struct EngineOptions {
   int64_t max_sessions = 0;  // 0: half of prefix_cache_slots
   std::string session_dir = {};
   std::string model_fingerprint = {};
+  // Called once, on the engine thread, when a step failed and the backend reports that it can
+  // never step again (ModelBackend::Health): every request has then been failed with that error
+  // and new ones are refused with it; the server should stop.
+  std::function<void(const absl::Status&)> on_backend_failure = nullptr;
 };
 
 struct SessionInfo {
@@ -72,6 +76,7 @@ struct EngineSnapshot {
   int64_t prefix_snapshots = 0;
   int64_t prefix_cache_bytes = 0;  // its states and the KV blocks only it holds
   bool draining = false;
+  std::string backend_failure;  // why the backend can no longer step (empty while it can)
 };
 
 class Engine {
@@ -131,6 +136,11 @@ class Engine {
   using CancelList = std::vector<std::pair<RequestId, CancelReason>>;
   void RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList cancels);
   void CancelOrExpire(CancelList cancels);
+  // After a failed step: when the backend reports that it can never step again, fails every
+  // request, refuses new ones and tells options_.on_backend_failure.
+  void CheckBackendHealth();
+  // Finishes every arrived, waiting and running request with backend_failure_.
+  void FailEverything(std::vector<std::unique_ptr<Sequence>> arrived);
   // Appends the picked token (with its logprobs when the request asked) and sends it; false
   // when the sequence is finished.
   bool Advance(Sequence& seq, PickedToken picked, SteadyTime now);
@@ -196,6 +206,7 @@ class Engine {
   std::condition_variable idle_;
   bool stopping_ = false;
   bool draining_ = false;
+  absl::Status backend_failure_;  // set once, on the engine thread, under mutex_
   bool step_in_flight_ = false;
   bool loop_done_ = false;  // the loop has run its last commands: RunOnEngineThread refuses  // the
                             // loop took a step's work and has not posted its events

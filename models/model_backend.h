@@ -66,6 +66,10 @@ class ModelBackend {
   virtual int64_t num_kv_blocks() const { return 0; }
   // Tokens a slot's sequence has consumed since its reset.
   virtual int64_t SlotPosition(int64_t slot) const = 0;
+  // OK while the backend can take steps; otherwise why it never will again (a tensor-parallel
+  // group whose NCCL communicators were aborted): its server should stop rather than fail every
+  // request that follows.
+  virtual absl::Status Health() const { return absl::OkStatus(); }
   // Prompt tokens per engine step when the user sets no budget. A step with prompt tokens holds
   // up every decoding sequence until they are done: the CPU's cost grows with the tokens, so a
   // small budget; the GPU's chunked prefill costs about the same for one chunk as for dozens

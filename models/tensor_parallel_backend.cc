@@ -8,18 +8,25 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "models/thread_collectives.h"
 
 namespace ridge {
 
 // Threads for ranks 1..N-1 that wait for a job, and rank 0 on the caller's thread. Each rank's
-// OpenMP regions take an N-th of the cores.
+// OpenMP regions take an N-th of the cores. A watchdog thread calls the step's on_timeout, once,
+// with the ranks still running when a step passes its time-out.
 class TensorParallelBackend::RankThreads {
  public:
+  using OnTimeout = std::function<void(const std::vector<int32_t>& running)>;
+
   explicit RankThreads(int32_t ranks)
-      : ranks_(ranks), threads_per_rank_(std::max(1, omp_get_max_threads() / ranks)) {
+      : ranks_(ranks),
+        threads_per_rank_(std::max(1, omp_get_max_threads() / ranks)),
+        finished_(ranks, true) {
     for (int32_t r = 1; r < ranks; ++r) workers_.emplace_back([this, r] { Loop(r); });
+    watchdog_ = std::thread([this] { Watch(); });
   }
 
   ~RankThreads() {
@@ -28,25 +35,39 @@ class TensorParallelBackend::RankThreads {
       stop_ = true;
     }
     wake_.notify_all();
+    watch_.notify_all();
     for (std::thread& t : workers_) t.join();
+    watchdog_.join();
   }
 
-  // Runs job(r) for every rank at once; returns when every rank is done.
-  void Run(const std::function<void(int32_t)>& job) {
+  // Runs job(r) for every rank at once; returns when every rank is done. If they are not all
+  // done `timeout` after the start (0: never), on_timeout runs on the watchdog's thread, and Run
+  // still waits for every rank (and for on_timeout) before it returns.
+  void Run(const std::function<void(int32_t)>& job, std::chrono::milliseconds timeout,
+           const OnTimeout& on_timeout) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
       pending_ = ranks_ - 1;
+      std::fill(finished_.begin(), finished_.end(), false);
       ++generation_;
+      if (timeout.count() > 0) {
+        deadline_ = std::chrono::steady_clock::now() + timeout;
+        on_timeout_ = &on_timeout;
+      }
     }
     wake_.notify_all();
+    watch_.notify_all();
     const int caller_threads = omp_get_max_threads();
     omp_set_num_threads(threads_per_rank_);
     job(0);
     omp_set_num_threads(caller_threads);
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    finished_[0] = true;
+    done_.wait(lock, [&] { return pending_ == 0 && !firing_; });
     job_ = nullptr;
+    on_timeout_ = nullptr;  // the watchdog stands down
+    watch_.notify_all();
   }
 
  private:
@@ -64,19 +85,51 @@ class TensorParallelBackend::RankThreads {
       }
       (*job)(rank);
       std::lock_guard<std::mutex> lock(mutex_);
+      finished_[rank] = true;
       if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  void Watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      watch_.wait(lock, [&] { return stop_ || on_timeout_ != nullptr; });
+      if (stop_) return;
+      const int64_t step = generation_;
+      const bool stood_down = watch_.wait_until(
+          lock, deadline_, [&] { return stop_ || on_timeout_ == nullptr || generation_ != step; });
+      if (stop_) return;
+      if (!stood_down) {
+        std::vector<int32_t> running;
+        for (int32_t r = 0; r < ranks_; ++r) {
+          if (!finished_[r]) running.push_back(r);
+        }
+        const OnTimeout* fire = on_timeout_;
+        firing_ = true;
+        lock.unlock();
+        (*fire)(running);
+        lock.lock();
+        firing_ = false;
+        done_.notify_all();
+      }
+      watch_.wait(lock, [&] { return stop_ || on_timeout_ == nullptr || generation_ != step; });
     }
   }
 
   const int32_t ranks_;
   const int threads_per_rank_;
   std::mutex mutex_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_, done_, watch_;
   const std::function<void(int32_t)>* job_ = nullptr;
   int64_t generation_ = 0;
   int32_t pending_ = 0;
+  std::vector<bool> finished_;
+  std::chrono::steady_clock::time_point deadline_;
+  const OnTimeout* on_timeout_ = nullptr;  // set while a step with a time-out runs
+  bool firing_ = false;                    // on_timeout is running
   bool stop_ = false;
   std::vector<std::thread> workers_;
+  std::thread watchdog_;
 };
 
 struct TensorParallelBackend::RankChunks {
@@ -104,8 +157,9 @@ struct TensorParallelBackend::RankChunks {
 };
 
 TensorParallelBackend::TensorParallelBackend(ModelSpec spec,
-                                             std::unique_ptr<ThreadCollectives> group)
-    : spec_(std::move(spec)), group_(std::move(group)) {}
+                                             std::unique_ptr<ThreadCollectives> group,
+                                             std::chrono::milliseconds step_timeout)
+    : spec_(std::move(spec)), group_(std::move(group)), step_timeout_(step_timeout) {}
 
 TensorParallelBackend::~TensorParallelBackend() = default;
 
@@ -141,6 +195,17 @@ int64_t TensorParallelBackend::num_kv_blocks() const { return ranks_[0].backend-
 int64_t TensorParallelBackend::SlotPosition(int64_t slot) const {
   return ranks_[0].backend->SlotPosition(slot);
 }
+absl::Status TensorParallelBackend::Health() const {
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    absl::Status status = ranks_[r].backend->Health();
+    if (status.ok() && ranks_[r].health) status = ranks_[r].health();
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("rank ", r, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int64_t TensorParallelBackend::preferred_prefill_tokens_per_step() const {
   return ranks_[0].backend->preferred_prefill_tokens_per_step();
 }
@@ -215,19 +280,40 @@ absl::Status TensorParallelBackend::ImportKvBlock(int32_t block, std::string_vie
   return absl::OkStatus();
 }
 
+void TensorParallelBackend::AbortStep(const std::vector<int32_t>& running) {
+  const absl::Status why = absl::DeadlineExceededError(
+      absl::StrCat("a tensor-parallel step did not finish within ",
+                   std::chrono::duration<double>(step_timeout_).count(), " s (still running: rank",
+                   running.size() == 1 ? " " : "s ", absl::StrJoin(running, ", "),
+                   "); its collectives were aborted"));
+  watchdog_failure_ = why;
+  group_->rank(0).Abort(why);
+  for (Rank& rank : ranks_) {
+    if (rank.on_failure) rank.on_failure(why);
+  }
+}
+
 absl::Status TensorParallelBackend::RunRanks(const std::function<absl::Status(int32_t)>& step) {
   const int32_t n = ranks();
   std::vector<absl::Status> results(n);
-  threads_->Run([&](int32_t r) {
-    results[r] = step(r);
-    if (!results[r].ok()) {
-      // The others must not wait for this rank in their next collective.
-      const absl::Status why(results[r].code(),
-                             absl::StrCat("rank ", r, ": ", results[r].message()));
-      group_->rank(r).Abort(why);
-      if (ranks_[r].on_failure) ranks_[r].on_failure(why);
-    }
-  });
+  watchdog_failure_ = absl::OkStatus();
+  threads_->Run(
+      [&](int32_t r) {
+        results[r] = step(r);
+        if (!results[r].ok()) {
+          // The others must not wait for this rank in their next collective.
+          const absl::Status why(results[r].code(),
+                                 absl::StrCat("rank ", r, ": ", results[r].message()));
+          group_->rank(r).Abort(why);
+          if (ranks_[r].on_failure) ranks_[r].on_failure(why);
+        }
+      },
+      step_timeout_, [this](const std::vector<int32_t>& running) { AbortStep(running); });
+  if (!watchdog_failure_.ok()) {
+    // Even if every rank then finished, their collectives were aborted under them.
+    group_->Reset();
+    return watchdog_failure_;
+  }
   for (int32_t r = 0; r < n; ++r) {
     if (results[r].ok()) continue;
     // What failed first (a rank's own error, or a collective's time-out) is the group's failure.

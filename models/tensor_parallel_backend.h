@@ -4,10 +4,13 @@
 // slot's state and of every KV block, and stepping in lock-step with the others through the
 // group's collectives; rank 0 answers for the group. A slot or block operation is done on every
 // rank; an exported state or block is the ranks' parts one after the other. The ranks run on
-// threads of this process (rank 0 on the caller's). TensorParallelCpuBackend and
+// threads of this process (rank 0 on the caller's). A step whose ranks have not all finished
+// within the step time-out is failed by a watchdog, which aborts the collectives (NCCL's kernels
+// waiting for a peer then end) so that no rank waits forever. TensorParallelCpuBackend and
 // TensorParallelCudaBackend build the ranks.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +38,8 @@ class TensorParallelBackend : public ModelBackend {
   const KvLayout& kv_layout() const override { return kv_; }
   int64_t num_kv_blocks() const override;
   int64_t SlotPosition(int64_t slot) const override;
+  // The first rank's error, or why a rank's collectives can no longer run (rank.health).
+  absl::Status Health() const override;
   int64_t preferred_prefill_tokens_per_step() const override;
 
   absl::Status ResetSlot(int64_t slot) override;
@@ -60,18 +65,26 @@ class TensorParallelBackend : public ModelBackend {
     // Called with the rank's error when its step fails, besides aborting `group` (a collective
     // the others may wait in that is not the group's, e.g. NCCL's).
     std::function<void(const absl::Status&)> on_failure;
+    // Why the rank can never step again (its NCCL communicator aborted); null: always OK.
+    std::function<absl::Status()> health;
   };
   // `group` is the ranks' collectives (a rank that fails aborts them so that no other waits).
-  TensorParallelBackend(ModelSpec spec, std::unique_ptr<ThreadCollectives> group);
+  // A step still running after `step_timeout` is failed by the watchdog (0: no watchdog).
+  TensorParallelBackend(ModelSpec spec, std::unique_ptr<ThreadCollectives> group,
+                        std::chrono::milliseconds step_timeout);
   // The ranks in rank order; an error unless they agree on slots, blocks and block size.
   absl::Status SetRanks(std::vector<Rank> ranks);
   const ModelBackend& rank_backend(int32_t r) const { return *ranks_[r].backend; }
 
  private:
   class RankThreads;
-  // Runs step(r) on every rank at once; the first failure (a rank's own error, or the collective
-  // time-out it caused in the others) is the step's, after which the group is reset.
+  // Runs step(r) on every rank at once; the first failure (a rank's own error, the collective
+  // time-out it caused in the others, or the watchdog's) is the step's, after which the group is
+  // reset.
   absl::Status RunRanks(const std::function<absl::Status(int32_t)>& step);
+  // Called by the watchdog when a step passes the time-out, with the ranks still running: fails
+  // every rank's collectives (the group's and on_failure's) with the error the step returns.
+  void AbortStep(const std::vector<int32_t>& running);
   // Each rank's copy of `chunks` adds its heads' solves to stats of its own, merged into the
   // chunks' after the step.
   struct RankChunks;
@@ -81,6 +94,8 @@ class TensorParallelBackend : public ModelBackend {
   KvLayout kv_;
   std::vector<Rank> ranks_;
   std::unique_ptr<ThreadCollectives> group_;
+  const std::chrono::milliseconds step_timeout_;
+  absl::Status watchdog_failure_;  // the watchdog's error for the step under way (else OK)
   std::unique_ptr<RankThreads> threads_;
 };
 

@@ -58,10 +58,14 @@ absl::StatusOr<std::unique_ptr<TensorParallelCpuBackend>> TensorParallelCpuBacke
                                                   options.kv_block_size, part);
     auto backend = std::make_unique<CpuBackend>(parts->decoder.get(), options.num_slots,
                                                 options.num_kv_blocks);
-    ranks.push_back({.owned = std::move(parts), .backend = std::move(backend)});
+    // A rank's error aborts the thread collectives (the group's), which are never left broken.
+    ranks.push_back({.owned = std::move(parts),
+                     .backend = std::move(backend),
+                     .on_failure = nullptr,
+                     .health = nullptr});
   }
   std::unique_ptr<TensorParallelCpuBackend> backend(
-      new TensorParallelCpuBackend(spec, std::move(group)));
+      new TensorParallelCpuBackend(spec, std::move(group), options.collective_timeout));
   RETURN_IF_ERROR(backend->SetRanks(std::move(ranks)));
   return backend;
 }

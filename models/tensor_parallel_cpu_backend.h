@@ -25,7 +25,9 @@ struct TensorParallelCpuOptions {
   int64_t num_slots = 1;
   int64_t num_kv_blocks = 0;  // ignored without full-attention layers
   int64_t kv_block_size = 16;
-  // How long a rank waits in a collective for the others before the step fails.
+  // How long a rank waits in a collective for the others before the step fails, and how long a
+  // step may run before the watchdog fails it (a rank stuck in its own computation is not
+  // interrupted: the step still waits for it).
   std::chrono::milliseconds collective_timeout = std::chrono::minutes(10);
 };
 

@@ -23,7 +23,8 @@ for test in tests/unit/engine_test tests/unit/hybrid_engine_test tests/unit/pref
   tests/unit/session_test \
   tests/unit/event_delivery_test \
   tests/server/http_server_test tests/server/http_transport_test \
-  tests/unit/thread_collectives_test tests/unit/tensor_parallel_cpu_backend_test; do
+  tests/unit/thread_collectives_test tests/unit/tensor_parallel_cpu_backend_test \
+  tests/unit/tensor_parallel_watchdog_test; do
   echo "== ThreadSanitizer: $test"
   "build-tsan/$test" --gtest_brief=1 || status=1
 done

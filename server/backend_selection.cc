@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -28,10 +30,9 @@ namespace {
 // instead of failing later; an error when not even one sequence's state fits. With
 // `tensor_parallel` ranks above 1, the ranks are threads of this process, each with its share of
 // every state and block (TensorParallelCpuBackend).
-absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* model,
-                                                                 int64_t num_slots,
-                                                                 int64_t num_kv_blocks,
-                                                                 int32_t tensor_parallel) {
+absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(
+    const Model* model, int64_t num_slots, int64_t num_kv_blocks, int32_t tensor_parallel,
+    std::chrono::milliseconds tensor_parallel_timeout) {
   const CpuDecoder& decoder = model->decoder();
   const KvLayout& kv = decoder.kv_layout();
   MemoryRequest request{
@@ -74,12 +75,14 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* mo
     Log(LogLevel::kWarning, warning, " (half of the available host memory)");
   }
   if (tensor_parallel > 1) {
-    ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelCpuBackend> backend,
-                     TensorParallelCpuBackend::Create(model->spec(), *model->hybrid_weights(),
-                                                      {.ranks = tensor_parallel,
-                                                       .num_slots = plan.slots,
-                                                       .num_kv_blocks = plan.kv_blocks,
-                                                       .kv_block_size = kv.block_size}));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<TensorParallelCpuBackend> backend,
+        TensorParallelCpuBackend::Create(model->spec(), *model->hybrid_weights(),
+                                         {.ranks = tensor_parallel,
+                                          .num_slots = plan.slots,
+                                          .num_kv_blocks = plan.kv_blocks,
+                                          .kv_block_size = kv.block_size,
+                                          .collective_timeout = tensor_parallel_timeout}));
     Log(LogLevel::kInfo, "backend: CPU, tensor parallel over ", tensor_parallel,
         " ranks (threads of this process)");
     return std::unique_ptr<ModelBackend>(std::move(backend));
@@ -93,8 +96,10 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CpuBackendThatFits(const Model* mo
 absl::StatusOr<std::unique_ptr<ModelBackend>> SplitOverGpus(const Model* model,
                                                             const CudaHybridOptions& options,
                                                             int32_t ranks, int32_t gpus,
+                                                            std::chrono::milliseconds timeout,
                                                             int64_t* weight_bytes) {
   TensorParallelCudaOptions split{.ranks = ranks, .backend = options};
+  split.collective_timeout = timeout;
   split.devices.clear();
   for (int32_t r = 0; r < std::min(ranks, gpus); ++r) {
     split.devices.push_back((options.device + r) % gpus);
@@ -139,6 +144,13 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     return absl::InvalidArgumentError(
         absl::StrCat("--tensor-parallel-size ", tensor_parallel, " must be in [1, 64]"));
   }
+  ASSIGN_OR_RETURN(const double timeout_seconds, args.Double("tensor-parallel-timeout", 600.0));
+  if (!(timeout_seconds >= 0.1 && timeout_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--tensor-parallel-timeout ", timeout_seconds,
+                                                   " must be 0.1 to 86400 seconds"));
+  }
+  const auto tensor_parallel_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(timeout_seconds * 1000.0)));
   const bool has_kv = !model->decoder().kv_layout().empty();
   const auto on_the_cpu = [&]() -> absl::StatusOr<std::unique_ptr<ModelBackend>> {
     if (kv_dtype != "auto" && has_kv) {
@@ -147,7 +159,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
                        ": the CPU backend keeps fp32 keys and values (give auto)"));
     }
     return CpuBackendThatFits(model, num_slots, num_kv_blocks,
-                              static_cast<int32_t>(tensor_parallel));
+                              static_cast<int32_t>(tensor_parallel), tensor_parallel_timeout);
   };
   ASSIGN_OR_RETURN(const int64_t cuda_device, args.Int("cuda-device", 0));
   const std::vector<CudaDeviceInfo> gpus = QueryCudaDevices();
@@ -206,7 +218,8 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
         // not a fallback to the CPU.
         ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> split,
                          SplitOverGpus(model, options, static_cast<int32_t>(tensor_parallel),
-                                       static_cast<int32_t>(gpus.size()), &weight_bytes));
+                                       static_cast<int32_t>(gpus.size()), tensor_parallel_timeout,
+                                       &weight_bytes));
         backend = std::move(split);
       } else {
         auto hybrid_backend = CudaHybridBackend::Create(model->spec(), *weights, options);

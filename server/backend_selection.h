@@ -13,8 +13,9 @@
 namespace ridge {
 
 // The flags this adds to a command.
-inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-memory-utilization",
-                                                "kv-cache-dtype", "tensor-parallel-size"};
+inline constexpr const char* kBackendFlags[] = {
+    "device",         "cuda-device",          "gpu-memory-utilization",
+    "kv-cache-dtype", "tensor-parallel-size", "tensor-parallel-timeout"};
 
 // `model` must outlive the returned backend (the CPU backend runs it; the CUDA backend copies
 // its weights to the GPU). The backend may hold fewer than `num_slots` states and
@@ -27,7 +28,9 @@ inline constexpr const char* kBackendFlags[] = {"device", "cuda-device", "gpu-me
 // --tensor-parallel-size N (hybrid_qwen3) splits the model over N ranks, threads of this process:
 // on the CPU, TensorParallelCpuBackend; on GPUs, TensorParallelCudaBackend with rank r on GPU
 // (--cuda-device + r) modulo the GPUs present (ranks share GPUs when there are fewer, with a
-// warning), its collectives through host memory until NCCL's are built.
+// warning), its collectives NCCL's when each rank has a GPU of its own, else through host memory.
+// --tensor-parallel-timeout S: a step still running after S seconds fails (the watchdog aborts the
+// collectives), as does a rank waiting S seconds in a host collective.
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const Model* model,
                                                                      int64_t num_slots,

@@ -66,10 +66,16 @@ void HttpServer::RegisterRoutes() {
     return
         [make](const HttpRequest& request, const HttpWake&) -> HttpResult { return make(request); };
   };
-  routes_["/health"] = {"GET", false, reply([](const HttpRequest&) {
+  // A backend that can no longer step (an aborted tensor-parallel group) fails both probes, so
+  // that an orchestrator restarts the server even before it exits.
+  routes_["/health"] = {"GET", false, reply([this](const HttpRequest&) {
+                          const std::string failure = backend_->Snapshot().backend_failure;
+                          if (!failure.empty()) return ErrorReply(absl::UnavailableError(failure));
                           return JsonReply(200, {{"status", "ok"}});
                         })};
   routes_["/ready"] = {"GET", false, reply([this](const HttpRequest&) {
+                         const std::string failure = backend_->Snapshot().backend_failure;
+                         if (!failure.empty()) return ErrorReply(absl::UnavailableError(failure));
                          if (accepting()) return JsonReply(200, {{"status", "ready"}});
                          return ErrorReply(absl::UnavailableError(
                              draining_ ? "the server is draining" : "the model is not loaded yet"));

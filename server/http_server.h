@@ -1,8 +1,9 @@
 // The HTTP front door: OpenAI-compatible /v1/completions, /v1/chat/completions and /v1/models,
-// /tokenize and /detokenize, the session routes, plus /health (liveness), /ready (loaded and
-// admitting) and /metrics; API keys; served by the event-driven HttpTransport. The probes,
-// /metrics and /v1/models are answered on the event threads, so no amount of generation traffic
-// (or of slow connections, or of requests waiting for a worker) keeps them from answering.
+// /tokenize and /detokenize, the session routes, plus /health (liveness: 503 once the backend
+// can no longer step), /ready (loaded and admitting) and /metrics; API keys; served by the
+// event-driven HttpTransport. The probes, /metrics and /v1/models are answered on the event
+// threads, so no amount of generation traffic (or of slow connections, or of requests waiting
+// for a worker) keeps them from answering.
 #pragma once
 
 #include <atomic>

@@ -34,6 +34,9 @@ Prints the perplexity of the ids and the solver statistics to stderr.
                            the GPU's KV cache (auto: bf16; fp8: e4m3, half the bytes)
   --tensor-parallel-size N split a hybrid_qwen3 model over N ranks (threads, on the CPU or on
                            GPUs, with NCCL when each rank has a GPU; default 1)
+  --tensor-parallel-timeout S
+                           a split step still running after S seconds fails and aborts the
+                           collectives (default 600)
 )";
 
 absl::Status Score(int argc, char** argv) {

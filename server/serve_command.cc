@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -39,7 +42,9 @@ Serves the model over HTTP: OpenAI-compatible POST /v1/completions, POST /v1/cha
 (streaming as server-sent events), GET /v1/models, GET /health, GET /ready, GET /metrics; and,
 with --grpc-port, over gRPC: ridgeserve.v1.Generation, grpc.health.v1.Health, reflection.
 SIGTERM or SIGINT drains: new requests get 503, running ones finish within --drain-seconds,
-then the process exits 0.
+then the process exits 0. A backend that can no longer step (a tensor-parallel group whose
+collectives were aborted after a rank's error or time-out) fails every request with that error,
+turns /health and /ready to 503 and the process exits 1 after the same drain.
 
   --model DIR                  checkpoint folder (config.json + safetensors), required
   --tokenizer DIR              folder with tokenizer.json [+ tokenizer_config.json for the chat
@@ -84,6 +89,9 @@ then the process exits 0.
                                +1, ... (sharing them when fewer). A GPU a rank: NCCL's
                                collectives (RIDGE_NCCL_LIBRARY or libnccl.so.2); else through
                                host memory (correct, slower than one GPU)
+  --tensor-parallel-timeout S  a split step (or a rank waiting in a collective) still running
+                               after S seconds fails; its collectives are aborted, and an
+                               aborted NCCL group stops the server (default 600)
   --slots N                    sequences generating at once: the state pool size; each slot
                                holds one fixed-size state (see the start-up log). Default: 64.
                                More than fit where the states live are clamped with a warning:
@@ -136,6 +144,10 @@ then the process exits 0.
   --drain-seconds S            grace period for running requests after SIGTERM (default 30)
 )";
 
+// Raised by the engine's thread when the backend can no longer step (the serve loop then drains
+// and exits with an error).
+constexpr int kBackendFailedSignal = SIGUSR1;
+
 // Blocks the shutdown signals in this thread (and every thread it starts afterwards), so that
 // only WaitForShutdownSignal receives them.
 sigset_t BlockShutdownSignals() {
@@ -143,6 +155,7 @@ sigset_t BlockShutdownSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, kBackendFailedSignal);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead server
   return set;
@@ -428,6 +441,19 @@ absl::Status Serve(int argc, char** argv) {
         " of 8K (sliding-window layers keep their window in the state slot)");
   }
   PrometheusMetrics metrics(RecurrentLayerType(spec));
+  // Written by the engine's thread before it raises kBackendFailedSignal, read after sigwait.
+  struct BackendFailure {
+    std::mutex mutex;
+    absl::Status why;
+  };
+  auto backend_failure = std::make_shared<BackendFailure>();
+  engine_options.on_backend_failure = [backend_failure](const absl::Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(backend_failure->mutex);
+      backend_failure->why = why;
+    }
+    kill(getpid(), kBackendFailedSignal);
+  };
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(model_backend.get(), engine_options, &metrics));
   EngineBackend backend(engine.get());
@@ -461,8 +487,17 @@ absl::Status Serve(int argc, char** argv) {
   http.SetReady(true);
 
   const int signal_number = WaitForShutdownSignal(shutdown_signals);
-  Log(LogLevel::kInfo, "received ", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
-      ": draining (new requests get 503; up to ", drain_seconds, " s for running ones)");
+  absl::Status failure;
+  if (signal_number == kBackendFailedSignal) {
+    std::lock_guard<std::mutex> lock(backend_failure->mutex);
+    failure = backend_failure->why;
+  }
+  if (!failure.ok()) {
+    Log(LogLevel::kError, failure.message(), ": draining, then exiting");
+  } else {
+    Log(LogLevel::kInfo, "received ", strsignal(signal_number),
+        ": draining (new requests get 503; up to ", drain_seconds, " s for running ones)");
+  }
   http.StartDrain();
 #ifdef RIDGE_HAVE_GRPC_SERVICE
   if (grpc) grpc->SetServing(false);
@@ -490,7 +525,7 @@ absl::Status Serve(int argc, char** argv) {
   http_thread.join();
   engine.reset();
   Log(LogLevel::kInfo, "drained, exiting");
-  return absl::OkStatus();
+  return failure;
 }
 
 }  // namespace

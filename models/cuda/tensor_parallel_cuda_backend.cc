@@ -91,15 +91,18 @@ absl::StatusOr<std::unique_ptr<TensorParallelCudaBackend>> TensorParallelCudaBac
       rank_options.num_kv_blocks = (*backend)->num_kv_blocks();
     }
     weight_bytes += (*backend)->weight_bytes();
-    Rank rank{.owned = std::move(parts), .backend = std::move(*backend)};
+    Rank rank;
+    rank.owned = std::move(parts);
+    rank.backend = std::move(*backend);
     if (nccl != nullptr) {
       // The others may wait in an NCCL collective this rank will not reach: end it.
       rank.on_failure = [group = nccl.get()](const absl::Status& why) { group->AbortAll(why); };
+      rank.health = [group = nccl.get()] { return group->failure(); };
     }
     ranks.push_back(std::move(rank));
   }
   std::unique_ptr<TensorParallelCudaBackend> backend(
-      new TensorParallelCudaBackend(spec, std::move(group)));
+      new TensorParallelCudaBackend(spec, std::move(group), options.collective_timeout));
   RETURN_IF_ERROR(backend->SetRanks(std::move(ranks)));
   backend->weight_bytes_ = weight_bytes;
   backend->collectives_ = std::move(collectives);

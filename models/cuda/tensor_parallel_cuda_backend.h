@@ -32,8 +32,10 @@ struct TensorParallelCudaOptions {
   // kAuto: NCCL when every rank has a GPU of its own and NCCL loads, else through host memory.
   enum class Collectives { kAuto, kNccl, kHostStaged };
   Collectives collectives = Collectives::kAuto;
-  // How long a rank waits in a host-staged collective for the others before the step fails
-  // (NCCL's have no time-out: a rank's error aborts the communicators instead).
+  // How long a rank waits in a host-staged collective for the others before the step fails, and
+  // how long a step may run before the watchdog fails it: NCCL's collectives have no time-out of
+  // their own, so the watchdog aborts the communicators (the group then reports itself unhealthy:
+  // the server stops).
   std::chrono::milliseconds collective_timeout = std::chrono::minutes(10);
 };
 

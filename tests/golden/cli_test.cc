@@ -127,6 +127,9 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
       {"generate" + hybrid + " --prompt-ids 1 --device cpu --tensor-parallel-size 3",
        "--tensor-parallel-size 3: layer 0 (GKA): 4 heads do not split evenly over 3 ranks"},
       {"generate" + hybrid + " --prompt-ids 1 --tensor-parallel-size 0", "must be in [1, 64]"},
+      {"generate" + hybrid + " --prompt-ids 1 --tensor-parallel-size 2 --tensor-parallel-timeout 0",
+       "--tensor-parallel-timeout 0 must be 0.1 to 86400 seconds"},
+      {"serve" + hybrid + " --tensor-parallel-timeout soon", "--tensor-parallel-timeout"},
       {"generate" + model + " --prompt-ids 1 --device cpu --tensor-parallel-size 2",
        "only hybrid_qwen3 models split over ranks (this is mesanet)"},
   };

@@ -49,7 +49,15 @@ class FakeBackend final : public GenerationBackend {
     EngineSnapshot s;
     s.running = s.slots_used = running_;
     s.slots_total = 4;
+    std::lock_guard<std::mutex> lock(mutex_);
+    s.backend_failure = backend_failure_;
     return s;
+  }
+
+  // As the engine reports a backend that can never step again.
+  void SetBackendFailure(std::string why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    backend_failure_ = std::move(why);
   }
 
   absl::Status reject;
@@ -94,7 +102,8 @@ class FakeBackend final : public GenerationBackend {
     sink->OnEvent(std::move(last));
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::string backend_failure_;
   RequestId next_id_ = 1;
   std::map<RequestId, bool> cancelled_;
   std::vector<std::thread> threads_;

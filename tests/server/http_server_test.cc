@@ -59,6 +59,17 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<httplib::Client> client_;
 };
 
+// A backend that can no longer step turns both probes to 503, naming why.
+TEST_F(HttpServerTest, ABrokenBackendFailsTheProbes) {
+  backend_.SetBackendFailure("the model backend can no longer run (rank 1: aborted)");
+  for (const char* probe : {"/health", "/ready"}) {
+    auto reply = client_->Get(probe);
+    ASSERT_TRUE(reply) << probe;
+    EXPECT_EQ(reply->status, 503) << probe;
+    EXPECT_NE(reply->body.find("rank 1: aborted"), std::string::npos) << reply->body;
+  }
+}
+
 TEST_F(HttpServerTest, HealthReadyModels) {
   EXPECT_EQ(client_->Get("/health")->status, 200);
   EXPECT_EQ(client_->Get("/ready")->status, 200);

@@ -135,6 +135,89 @@ TEST_F(EngineTest, FailedStateResetEndsOnlyThatRequest) {
   EXPECT_EQ((*engine)->Snapshot().slots_used, 0);
 }
 
+// A backend that breaks for good on demand (as a tensor-parallel group whose NCCL communicators
+// were aborted): every step fails and Health says why.
+class BreakingBackend : public CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  void Break() { broken_ = true; }
+  absl::Status Health() const override {
+    return broken_ ? absl::UnavailableError("rank 1: communicator aborted") : absl::OkStatus();
+  }
+  absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,
+                       std::vector<float>* logits) override {
+    if (broken_) return absl::InternalError("injected step failure");
+    return CpuBackend::Forward(chunks, which, logits);
+  }
+  absl::Status ForwardGreedy(std::span<const SlotChunk> chunks,
+                             std::vector<int32_t>* next) override {
+    if (broken_) return absl::InternalError("injected step failure");
+    return CpuBackend::ForwardGreedy(chunks, next);
+  }
+  absl::Status ForwardSample(std::span<const SlotChunk> chunks, std::span<const TokenPick> picks,
+                             std::vector<PickedToken>* picked) override {
+    if (broken_) return absl::InternalError("injected step failure");
+    return CpuBackend::ForwardSample(chunks, picks, picked);
+  }
+
+ private:
+  std::atomic<bool> broken_{false};
+};
+
+// A step that fails on a backend that can never step again fails every request (running and
+// waiting), refuses new ones naming the reason, shows in the snapshot and calls
+// on_backend_failure once; a step that fails on a healthy backend only fails its requests.
+TEST_F(EngineTest, ABrokenBackendFailsEverythingAndIsReported) {
+  BreakingBackend backend(model_.get(), 1);
+  std::atomic<int> reported{0};
+  std::mutex mutex;
+  absl::Status reported_status;
+  EngineOptions options{.max_slots = 1, .max_waiting = 8};
+  options.on_backend_failure = [&](const absl::Status& why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    reported_status = why;
+    ++reported;
+  };
+  auto engine = Engine::Create(&backend, options, nullptr);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto first = std::make_shared<CollectingSink>();
+  ASSERT_TRUE((*engine)->Submit(Request({1, 2, 3}, 4), first).ok());
+  EXPECT_TRUE(first->Wait().status.ok());
+
+  auto running = std::make_shared<CollectingSink>();
+  auto waiting = std::make_shared<CollectingSink>();
+  ASSERT_TRUE((*engine)->Submit(Request({1, 2, 3}, 60000), running).ok());
+  running->WaitForTokens(2);
+  ASSERT_TRUE((*engine)->Submit(Request({4, 5}, 4), waiting).ok());  // no slot: it waits
+  backend.Break();
+  const RequestEvent failed = running->Wait();
+  EXPECT_EQ(failed.finish_reason, FinishReason::kError);
+  EXPECT_NE(failed.status.message().find("injected step failure"), std::string::npos)
+      << failed.status;
+  const RequestEvent refused_waiting = waiting->Wait();
+  EXPECT_EQ(refused_waiting.finish_reason, FinishReason::kError);
+  EXPECT_EQ(refused_waiting.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused_waiting.status.message().find("rank 1: communicator aborted"),
+            std::string::npos)
+      << refused_waiting.status;
+
+  const auto late = (*engine)->Submit(Request({6}, 4), std::make_shared<CollectingSink>());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(late.status().message().find("can no longer run (rank 1: communicator aborted)"),
+            std::string::npos)
+      << late.status();
+  EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
+  const EngineSnapshot snap = (*engine)->Snapshot();
+  EXPECT_NE(snap.backend_failure.find("communicator aborted"), std::string::npos);
+  EXPECT_TRUE(snap.draining);
+  EXPECT_EQ(snap.waiting, 0);
+  EXPECT_EQ(snap.running, 0);
+  EXPECT_EQ(snap.slots_used, 0);
+  EXPECT_EQ(reported.load(), 1);
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(reported_status.code(), absl::StatusCode::kUnavailable);
+}
+
 // Token picks are checked before any work, on the CPU backend as on the GPU one: a history
 // token outside the vocabulary (which the host sampler would abort on), too many logprobs, a
 // uniform outside [0, 1) or a pick count that does not match the chunks is an error.
