@@ -10,6 +10,8 @@
 //       [--tolerances 0,1e-3] [--decode-steps 8] [--ttft 14336] [--prefill-batch 8]
 //       [--prefill-len 16384] [--chunk 2048] [--gpu-memory-utilization 0.92]
 //       [--kv-cache-dtype bf16|fp8] [--graphs 1 (0: launch every decode step)]
+//       [--tensor-parallel-size 1 (N: the model split over N ranks, rank r on GPU r modulo the
+//        GPUs present, NCCL when each has its own)]
 //
 // Decode at context L: one real L-token prefill, its recurrent state copied into every slot;
 // their KV blocks (distinct per sequence) hold zeros, as the kernels' bytes and work do not
@@ -26,6 +28,7 @@
 #include "models/arch/load_model.h"
 #include "models/cuda/device_memory.h"
 #include "models/cuda/hybrid_backend.h"
+#include "models/cuda/tensor_parallel_cuda_backend.h"
 #include "server/cli_args.h"
 
 namespace ridge {
@@ -50,7 +53,7 @@ std::vector<int32_t> BlockTable(int64_t s, int64_t per_sequence) {
 
 // Prefills `count` sequences (slots first..first+count) of `length` tokens in pieces of `chunk`,
 // all of them in every step; returns the seconds.
-absl::StatusOr<double> Prefill(CudaHybridBackend& b, int64_t first, int64_t count, int64_t length,
+absl::StatusOr<double> Prefill(ModelBackend& b, int64_t first, int64_t count, int64_t length,
                                int64_t chunk, const std::vector<std::vector<int32_t>>& tables,
                                int32_t max_iterations) {
   std::vector<std::vector<int32_t>> prompts(count);
@@ -81,11 +84,15 @@ struct DecodeRun {
   float tolerance = 0.0f;
   int64_t steps = 0, template_slot = 0;
   double copy_ceiling = 0.0;  // bytes/s
+  int64_t weight_bytes = 0;   // over every rank
+  // The GPUs the ranks run on, and the share of every byte the busiest of them moves.
+  int64_t gpus = 1;
+  double busiest_gpu_share = 1.0;
 };
 
 // Pure decode of run.batch sequences, each starting from the template slot's state at
 // run.context: two warm-up steps, then run.steps timed ones; prints one line.
-absl::Status MeasureDecode(CudaHybridBackend& b, const DecodeRun& run,
+absl::Status MeasureDecode(ModelBackend& b, const DecodeRun& run,
                            const std::vector<std::vector<int32_t>>& tables) {
   const ModelSpec& spec = b.spec();
   for (int64_t s = 0; s < run.batch; ++s) RETURN_IF_ERROR(b.CopySlot(run.template_slot, s));
@@ -111,26 +118,32 @@ absl::Status MeasureDecode(CudaHybridBackend& b, const DecodeRun& run,
   for (const SolverStats& s : stats) all.Merge(s);
   const double step_s = seconds / run.steps;
   const double batch = static_cast<double>(run.batch);
-  const double bytes = static_cast<double>(b.weight_bytes()) +
+  // Every rank's weights, KV and state; the busiest GPU moves its share of them.
+  const double bytes = static_cast<double>(run.weight_bytes) +
                        batch * (static_cast<double>(run.context) * b.kv_layout().bytes_per_token() +
                                 2.0 * b.state_bytes_per_slot());
-  const double limit_tok_s = batch / (bytes / run.copy_ceiling);
+  const double gpu_bytes = bytes * run.busiest_gpu_share;
+  const double limit_tok_s = batch / (gpu_bytes / run.copy_ceiling);
   std::printf(
       "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s  "
-      "mean_iters %5.2f  bytes/step %.2f GB  %.2f TB/s  byte limit %.0f tok/s (%.0f%%)\n",
+      "(%.0f a GPU)  mean_iters %5.2f  bytes/step %.2f GB (busiest GPU %.2f GB, %.2f TB/s)  "
+      "byte limit %.0f tok/s (%.0f%%)\n",
       static_cast<long long>(run.context), static_cast<long long>(run.batch), run.max_iterations,
-      static_cast<double>(run.tolerance), step_s * 1e3, batch / step_s, all.MeanIterations(),
-      bytes / 1e9, bytes / step_s / 1e12, limit_tok_s, 100.0 * (batch / step_s) / limit_tok_s);
+      static_cast<double>(run.tolerance), step_s * 1e3, batch / step_s,
+      batch / step_s / static_cast<double>(run.gpus), all.MeanIterations(), bytes / 1e9,
+      gpu_bytes / 1e9, gpu_bytes / step_s / 1e12, limit_tok_s,
+      100.0 * (batch / step_s) / limit_tok_s);
   std::fflush(stdout);
   return absl::OkStatus();
 }
 
 absl::Status Bench(int argc, char** argv) {
-  ASSIGN_OR_RETURN(const CliArgs args,
-                   CliArgs::Parse(argc, argv,
-                                  {"config", "contexts", "max-batch", "iterations", "tolerances",
-                                   "decode-steps", "ttft", "prefill-batch", "prefill-len", "chunk",
-                                   "gpu-memory-utilization", "kv-cache-dtype", "graphs"}));
+  ASSIGN_OR_RETURN(
+      const CliArgs args,
+      CliArgs::Parse(argc, argv,
+                     {"config", "contexts", "max-batch", "iterations", "tolerances", "decode-steps",
+                      "ttft", "prefill-batch", "prefill-len", "chunk", "gpu-memory-utilization",
+                      "kv-cache-dtype", "graphs", "tensor-parallel-size"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
   ASSIGN_OR_RETURN(const auto max_batches, args.NumberList("max-batch", "0"));
@@ -143,6 +156,10 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t prefill_len, args.Int("prefill-len", 16384));
   ASSIGN_OR_RETURN(const int64_t chunk, args.Int("chunk", 2048));
   ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.92));
+  ASSIGN_OR_RETURN(const int64_t ranks, args.Int("tensor-parallel-size", 1));
+  if (ranks < 1 || ranks > 64) {
+    return absl::InvalidArgumentError("--tensor-parallel-size must be in [1, 64]");
+  }
   const std::string kv_dtype_name = args.StringOr("kv-cache-dtype", "bf16");
   if (kv_dtype_name != "bf16" && kv_dtype_name != "fp8") {
     return absl::InvalidArgumentError("--kv-cache-dtype must be bf16 or fp8");
@@ -150,6 +167,17 @@ absl::Status Bench(int argc, char** argv) {
   const KvCacheDtype kv_dtype =
       kv_dtype_name == "fp8" ? KvCacheDtype::kFp8E4m3 : KvCacheDtype::kBf16;
 
+  // The GPUs first: the random weights of a large config take tens of GB of host memory.
+  size_t free_bytes = 0, total_bytes = 0;
+  int device_count = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess ||
+      cudaGetDeviceCount(&device_count) != cudaSuccess || device_count < 1) {
+    return absl::FailedPreconditionError("no CUDA device");
+  }
+  // Ranks go round the GPUs; the busiest GPU holds ranks_per_gpu of the N shares.
+  const int64_t gpus = std::min<int64_t>(ranks, device_count);
+  const int64_t ranks_per_gpu = (ranks + gpus - 1) / gpus;
+  const double busiest_gpu_share = static_cast<double>(ranks_per_gpu) / static_cast<double>(ranks);
   ASSIGN_OR_RETURN(const std::unique_ptr<Model> model,
                    LoadModel(config_path, LoadFormat::kRandom, 16, 1234));
   const ModelSpec& spec = model->spec();
@@ -160,40 +188,64 @@ absl::Status Bench(int argc, char** argv) {
   for (double c : contexts) max_context = std::max(max_context, static_cast<int64_t>(c));
   // Slots: as many sequences of the longest context as the memory holds (estimated from the
   // parameter count), plus the template's.
-  size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    return absl::FailedPreconditionError("no CUDA device");
-  }
   const KvLayout planned_kv = PlanDeviceKvLayout(spec, 16, kv_dtype);
   const double per_sequence_bytes =
       static_cast<double>(PlanDeviceRecurrentLayout(spec).bytes_per_slot()) +
       static_cast<double>(max_context) * static_cast<double>(planned_kv.bytes_per_token());
   const double pool_bytes = utilization * static_cast<double>(total_bytes) -
-                            2.0 * static_cast<double>(spec.ParameterCount()) - (4.0 * (1 << 30));
-  const int64_t slots =
-      std::clamp<int64_t>(static_cast<int64_t>(pool_bytes / per_sequence_bytes) + 1, 2, 1024);
+                            2.0 * static_cast<double>(spec.ParameterCount()) * busiest_gpu_share -
+                            (4.0 * (1 << 30));
+  const int64_t slots = std::clamp<int64_t>(
+      static_cast<int64_t>(pool_bytes / (per_sequence_bytes * busiest_gpu_share)) + 1, 2, 1024);
   const auto created = Clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaHybridBackend> backend,
-                   CudaHybridBackend::Create(spec, *model->hybrid_weights(),
-                                             {.num_slots = slots,
-                                              .num_kv_blocks = 0,
-                                              .kv_block_size = 16,
-                                              .kv_cache_dtype = kv_dtype,
-                                              .gpu_memory_utilization = utilization,
-                                              .use_graphs = use_graphs != 0}));
-  CudaHybridBackend& b = *backend;
+  CudaHybridOptions options;
+  options.num_slots = slots;
+  options.num_kv_blocks = 0;
+  options.kv_block_size = 16;
+  options.kv_cache_dtype = kv_dtype;
+  options.gpu_memory_utilization = utilization;
+  options.use_graphs = use_graphs != 0;
+  std::unique_ptr<ModelBackend> backend;
+  int64_t weight_bytes = 0;
+  int64_t (*graph_replays)(const ModelBackend&) = nullptr;
+  std::string collectives = "none (one rank)";
+  if (ranks == 1) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaHybridBackend> whole,
+                     CudaHybridBackend::Create(spec, *model->hybrid_weights(), options));
+    weight_bytes = whole->weight_bytes();
+    graph_replays = [](const ModelBackend& b) {
+      return static_cast<const CudaHybridBackend&>(b).graph_replays();
+    };
+    backend = std::move(whole);
+  } else {
+    TensorParallelCudaOptions split;
+    split.ranks = static_cast<int32_t>(ranks);
+    split.devices.clear();
+    for (int64_t g = 0; g < gpus; ++g) split.devices.push_back(static_cast<int>(g));
+    split.backend = options;
+    ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelCudaBackend> group,
+                     TensorParallelCudaBackend::Create(spec, *model->hybrid_weights(), split));
+    weight_bytes = group->weight_bytes();
+    collectives = group->collectives();
+    graph_replays = [](const ModelBackend& b) {
+      return static_cast<const TensorParallelCudaBackend&>(b).graph_replays();
+    };
+    backend = std::move(group);
+  }
+  ModelBackend& b = *backend;
   const KvLayout& kv = b.kv_layout();
   ASSIGN_OR_RETURN(const double ceiling, cuda::MeasureDeviceCopyBandwidth(2ll << 30));
   std::printf(
       "config %s: %s, %lld parameters, %lld bytes of bf16 weights (uploaded in %.1f s); %lld "
       "slots of %lld state bytes, %lld KV blocks of %lld tokens (%lld bytes/token); copy ceiling "
-      "%.3f TB/s\n",
+      "%.3f TB/s; %lld rank(s) on %lld GPU(s), collectives: %s\n",
       config_path.c_str(), spec.LayerPattern().c_str(),
-      static_cast<long long>(spec.ParameterCount()), static_cast<long long>(b.weight_bytes()),
+      static_cast<long long>(spec.ParameterCount()), static_cast<long long>(weight_bytes),
       SecondsSince(created), static_cast<long long>(b.num_slots()),
       static_cast<long long>(b.state_bytes_per_slot()), static_cast<long long>(b.num_kv_blocks()),
       static_cast<long long>(kv.block_size), static_cast<long long>(kv.bytes_per_token()),
-      ceiling / 1e12);
+      ceiling / 1e12, static_cast<long long>(ranks), static_cast<long long>(gpus),
+      collectives.c_str());
   std::fflush(stdout);
 
   // Every slot gets its own blocks, enough for the longest context (the slots past what fits
@@ -244,14 +296,17 @@ absl::Status Bench(int argc, char** argv) {
                                          .tolerance = static_cast<float>(tol),
                                          .steps = steps,
                                          .template_slot = template_slot,
-                                         .copy_ceiling = ceiling},
+                                         .copy_ceiling = ceiling,
+                                         .weight_bytes = weight_bytes,
+                                         .gpus = gpus,
+                                         .busiest_gpu_share = busiest_gpu_share},
                                         tables));
         }
       }
     }
   }
   std::printf("decode steps replayed from CUDA graphs: %lld\n",
-              static_cast<long long>(b.graph_replays()));
+              static_cast<long long>(graph_replays(b)));
   return absl::OkStatus();
 }
 
