@@ -14,6 +14,8 @@
 #include "kernels/device_info.h"
 #include "models/cpu_backend.h"
 #include "models/mesanet_model.h"
+#include "models/slot_packing.h"
+#include "models/tensor_parallel.h"
 #include "models/tensor_parallel_cpu_backend.h"
 #include "server/command_support.h"
 #ifdef RIDGE_HAVE_CUDA_BACKEND
@@ -121,7 +123,52 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> SplitOverGpus(const Model* model,
 }
 #endif
 
+absl::StatusOr<int64_t> TensorParallelFromFlags(const CliArgs& args) {
+  ASSIGN_OR_RETURN(const int64_t ranks, args.Int("tensor-parallel-size", 1));
+  if (ranks < 1 || ranks > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensor-parallel-size ", ranks, " must be in [1, 64]"));
+  }
+  return ranks;
+}
+
+// Every rank's share of a slot, each laid out by `layout` (the CPU's or the GPU's).
+absl::StatusOr<int64_t> SplitStateBytes(const ModelSpec& spec, int32_t ranks,
+                                        RecurrentLayout (*layout)(const ModelSpec&)) {
+  const absl::StatusOr<std::vector<RankShard>> plan = PlanTensorParallel(spec, ranks);
+  if (!plan.ok()) {
+    return absl::Status(plan.status().code(), absl::StrCat("--tensor-parallel-size ", ranks, ": ",
+                                                           plan.status().message()));
+  }
+  int64_t bytes = 0;
+  for (const RankShard& shard : *plan) bytes += layout(RankSpec(spec, shard)).bytes_per_slot();
+  return bytes;
+}
+
 }  // namespace
+
+absl::StatusOr<int64_t> StateBytesPerSlotFromFlags(const CliArgs& args, const Model* model) {
+  ASSIGN_OR_RETURN(const int64_t ranks, TensorParallelFromFlags(args));
+  const ModelSpec& spec = model->spec();
+  const bool split = ranks > 1 && model->hybrid_weights() != nullptr;
+  const std::string device = args.StringOr("device", "auto");
+  const bool gpu = device == "cuda" || (device == "auto" && !QueryCudaDevices().empty());
+#ifdef RIDGE_HAVE_CUDA_BACKEND
+  if (gpu && model->mesanet() != nullptr) {
+    const MesaNetConfig& config = model->mesanet()->config();
+    return SlotShape::Of(config).packed_layer_floats() * config.num_hidden_layers *
+           int64_t{sizeof(float)};
+  }
+  if (gpu && model->hybrid_weights() != nullptr) {
+    if (split) return SplitStateBytes(spec, static_cast<int32_t>(ranks), PlanDeviceRecurrentLayout);
+    return PlanDeviceRecurrentLayout(spec).bytes_per_slot();
+  }
+#else
+  (void)gpu;
+#endif
+  if (split) return SplitStateBytes(spec, static_cast<int32_t>(ranks), PlanRecurrentLayout);
+  return model->decoder().recurrent_layout().bytes_per_slot();
+}
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const Model* model,
@@ -139,11 +186,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-cache-dtype '", kv_dtype, "' must be auto, bf16, fp8 or fp8_e4m3"));
   }
-  ASSIGN_OR_RETURN(const int64_t tensor_parallel, args.Int("tensor-parallel-size", 1));
-  if (tensor_parallel < 1 || tensor_parallel > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tensor-parallel-size ", tensor_parallel, " must be in [1, 64]"));
-  }
+  ASSIGN_OR_RETURN(const int64_t tensor_parallel, TensorParallelFromFlags(args));
   ASSIGN_OR_RETURN(const double timeout_seconds, args.Double("tensor-parallel-timeout", 600.0));
   if (!(timeout_seconds >= 0.1 && timeout_seconds <= 86400.0)) {
     return absl::InvalidArgumentError(absl::StrCat("--tensor-parallel-timeout ", timeout_seconds,
@@ -207,12 +250,13 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
             KvBlocksFromFlags(
                 args, PlanDeviceKvLayout(model->spec(), block_size, dtype).bytes_per_block()));
       }
-      const CudaHybridOptions options{.device = static_cast<int>(cuda_device),
-                                      .num_slots = num_slots,
-                                      .num_kv_blocks = blocks,
-                                      .kv_block_size = block_size,
-                                      .kv_cache_dtype = dtype,
-                                      .gpu_memory_utilization = utilization};
+      CudaHybridOptions options;
+      options.device = static_cast<int>(cuda_device);
+      options.num_slots = num_slots;
+      options.num_kv_blocks = blocks;
+      options.kv_block_size = block_size;
+      options.kv_cache_dtype = dtype;
+      options.gpu_memory_utilization = utilization;
       if (tensor_parallel > 1) {
         // Its errors are reported as they are: whoever asks for ranks over GPUs wants the GPUs,
         // not a fallback to the CPU.

@@ -31,6 +31,12 @@ inline constexpr const char* kBackendFlags[] = {
 // warning), its collectives NCCL's when each rank has a GPU of its own, else through host memory.
 // --tensor-parallel-timeout S: a step still running after S seconds fails (the watchdog aborts the
 // collectives), as does a rank waiting S seconds in a host collective.
+// The bytes one slot's state takes in the backend these flags pick (the GPU's layouts pack Hs; a
+// tensor-parallel slot is every rank's part, replicated heads included), for sizing memory flags
+// (--prefix-cache-memory) before the backend exists. Once it does, its state_bytes_per_slot() is
+// the truth (they differ when --device auto falls back to the CPU).
+absl::StatusOr<int64_t> StateBytesPerSlotFromFlags(const CliArgs& args, const Model* model);
+
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliArgs& args,
                                                                      const Model* model,
                                                                      int64_t num_slots,

@@ -338,9 +338,11 @@ absl::Status Serve(int argc, char** argv) {
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   const ModelSpec spec = model->spec();  // a copy: the model may be released below
   ASSIGN_OR_RETURN(EngineOptions engine_options, EngineOptionsFromFlags(args, spec));
+  // --prefix-cache-memory counts states as the backend the flags pick stores them.
+  ASSIGN_OR_RETURN(const int64_t planned_state_bytes,
+                   StateBytesPerSlotFromFlags(args, model.get()));
   ASSIGN_OR_RETURN(engine_options.prefix_cache_slots,
-                   PrefixCacheSlotsFromFlags(args, engine_options.max_slots,
-                                             PlanRecurrentLayout(spec).bytes_per_slot()));
+                   PrefixCacheSlotsFromFlags(args, engine_options.max_slots, planned_state_bytes));
   ASSIGN_OR_RETURN(LoadedTokenizer tokenizer, LoadTokenizer(args, spec.vocab_size));
   RETURN_IF_ERROR(ConfigureSessions(args, engine_options));
   const KvLayout& kv = model->decoder().kv_layout();
@@ -414,6 +416,13 @@ absl::Status Serve(int argc, char** argv) {
   // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
   // a bf16 checkpoint) are not needed any more.
   if (model_backend->name() != "cpu") model.reset();
+  if (model_backend->state_bytes_per_slot() != planned_state_bytes) {
+    // --device auto fell back to the CPU, whose states are larger: count them again.
+    ASSIGN_OR_RETURN(const int64_t fit,
+                     PrefixCacheSlotsFromFlags(args, engine_options.max_slots,
+                                               model_backend->state_bytes_per_slot()));
+    engine_options.prefix_cache_slots = std::min(engine_options.prefix_cache_slots, fit);
+  }
   // The backend may hold fewer states than asked for, as many as fit where its pool lives (host
   // or GPU memory; it says so in a warning): the prefix cache gives up its states first.
   const int64_t cache_asked = engine_options.prefix_cache_slots;
