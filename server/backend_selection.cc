@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/memory_plan.h"
@@ -118,7 +119,8 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> SplitOverGpus(const Model* model,
   }
   *weight_bytes = (*backend)->weight_bytes();
   Log(LogLevel::kInfo, "backend: CUDA, tensor parallel over ", ranks,
-      " ranks (threads of this process), collectives through ", (*backend)->collectives());
+      " ranks (threads of this process) on GPU ", absl::StrJoin(split.devices, ", "),
+      "; collectives through ", (*backend)->collectives());
   return std::unique_ptr<ModelBackend>(std::move(*backend));
 }
 #endif
@@ -285,9 +287,15 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
                           absl::StrCat("--device ", device, ": ", backend.status().message()));
     }
     const CudaDeviceInfo& gpu = gpus[cuda_device];
-    Log(LogLevel::kInfo, "backend: CUDA on device ", cuda_device, " (", gpu.name,
-        "): ", weight_bytes, " bytes of bf16 weights, ", (*backend)->num_slots(),
-        " state slots of ", (*backend)->state_bytes_per_slot(), " bytes in GPU memory");
+    if (tensor_parallel > 1) {  // SplitOverGpus named the ranks' devices
+      Log(LogLevel::kInfo, "backend: CUDA over ", tensor_parallel, " ranks: ", weight_bytes,
+          " bytes of bf16 weights, ", (*backend)->num_slots(), " state slots of ",
+          (*backend)->state_bytes_per_slot(), " bytes (every rank's part) in GPU memory");
+    } else {
+      Log(LogLevel::kInfo, "backend: CUDA on device ", cuda_device, " (", gpu.name,
+          "): ", weight_bytes, " bytes of bf16 weights, ", (*backend)->num_slots(),
+          " state slots of ", (*backend)->state_bytes_per_slot(), " bytes in GPU memory");
+    }
     return std::move(*backend);
 #else
     if (device == "cuda") {
