@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -33,7 +34,9 @@ class BackendSelectionTest : public ::testing::Test {
   void SetUp() override {
     // 8 GKA heads over 2 key heads and 8 attention heads over 2 key/value heads: at 4 ranks
     // both are replicated, so a split slot is larger than the whole model's.
-    auto model = LoadModel(std::filesystem::path(RIDGE_TEST_DATA_DIR) /
+    // RIDGE_TEST_DATA_DIR in the environment where the binary runs elsewhere (the GPU machine).
+    const char* data = std::getenv("RIDGE_TEST_DATA_DIR");
+    auto model = LoadModel(std::filesystem::path(data != nullptr ? data : RIDGE_TEST_DATA_DIR) /
                                "../../tools/bench/configs/hybrid-small-8l.json",
                            LoadFormat::kRandom, 16, 7);
     ASSERT_TRUE(model.ok()) << model.status();
