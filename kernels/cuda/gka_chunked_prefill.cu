@@ -16,7 +16,10 @@
 // (GkaChunkedPrefillKernel says how they share it); a warp owns up to 4 tokens of a chunk and
 // lane c their columns 4c..4c+3, so every per-token sum (norms, residuals, o_norm) is a warp
 // reduction and the iterations need two barriers each. The products read shared memory as float4
-// (shared-memory traffic bounds them). head_dim 128 only.
+// (shared-memory traffic bounds them). With args.tensor_core_products, the products of the
+// chunk's rows with Hs_0 and Ss_0 (two thirds of an iteration's multiply-adds) run on the tensor
+// cores instead (3xTF32, about fp32's accuracy) and meet the rest through shared memory.
+// head_dim 128 only.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -24,6 +27,7 @@
 #include "kernels/cuda/dynamic_shared_memory.h"
 #include "kernels/cuda/gka_chunked_prefill.h"
 #include "kernels/cuda/gka_head.cuh"
+#include "kernels/cuda/tf32x3_mma.h"
 
 namespace ridge::cuda {
 namespace {
@@ -50,6 +54,7 @@ struct ChunkShared {
   // the iterate x (then the readout).
   float key[kChunk * kStride], value[kChunk * kStride], query[kChunk * kStride],
       x[kChunk * kStride];
+  float y[kChunk * kStride];           // rows times Hs_0 or Ss_0, from the tensor cores
   float pair[kChunk * kPairStride];    // w_st (k~_s . x_t), s <= t
   float gram[kChunk * kPairStride];    // k~_s . k~_t
   float weight[kChunk * kPairStride];  // w_st, 0 for s > t
@@ -108,6 +113,62 @@ __device__ __forceinline__ void RowsTimesMatrix(const float* rows, const float* 
         for (int m = 0; m < kColumns; ++m) out[u][m] += r[u][ii] * v[m];
       }
     }
+  }
+}
+
+// y[r][j] = sum_i rows[r][i] matrix[i][j] (D x D, row-major) for the chunk rows r in
+// [16 first_tile, 16 (first_tile + kMTiles)) on the tensor cores (mma.m16n8k8 .tf32, 3xTF32):
+// warp w the columns [16 w, 16 w + 16), two tiles of 8. Fragments come straight from the row-major
+// operands (kernels/mma_fragment_order.h has their tables), split into TF32 hi and lo as loaded.
+template <int kMTiles>
+__device__ __forceinline__ void TensorCoreRowsTimesMatrix(const float* rows, const float* matrix,
+                                                          int first_tile, int warp, int lane,
+                                                          float* y) {
+  const int g = lane >> 2, q = lane & 3;
+  float c[kMTiles][2][4] = {};
+#pragma unroll 2
+  for (int k = 0; k < D; k += 8) {
+    FragmentA a[kMTiles];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      // a0 = A[g][q], a1 = A[g+8][q], a2 = A[g][q+4], a3 = A[g+8][q+4] of the tile at (16 mt, k).
+      const float* at = rows + (16 * (first_tile + mt) + g) * kStride + k + q;
+      SplitInto(at[0], a[mt].hi[0], a[mt].lo[0]);
+      SplitInto(at[8 * kStride], a[mt].hi[1], a[mt].lo[1]);
+      SplitInto(at[4], a[mt].hi[2], a[mt].lo[2]);
+      SplitInto(at[8 * kStride + 4], a[mt].hi[3], a[mt].lo[3]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      // b0 = B[q][g], b1 = B[q+4][g] of the tile at (k, 16 w + 8 nt).
+      const float* bt = matrix + (k + q) * D + 16 * warp + 8 * nt + g;
+      FragmentB b;
+      SplitInto(bt[0], b.hi[0], b.lo[0]);
+      SplitInto(bt[4 * D], b.hi[1], b.lo[1]);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) MmaTf32x3(c[mt][nt], a[mt], b);
+    }
+  }
+  // c0 = C[g][2q], c1 = C[g][2q+1], c2 = C[g+8][2q], c3 = C[g+8][2q+1].
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float* at = y + (16 * (first_tile + mt) + g) * kStride + 16 * warp + 8 * nt + 2 * q;
+      *reinterpret_cast<float2*>(at) = make_float2(c[mt][nt][0], c[mt][nt][1]);
+      *reinterpret_cast<float2*>(at + 8 * kStride) = make_float2(c[mt][nt][2], c[mt][nt][3]);
+    }
+  }
+}
+
+// out[u][m] = y[first + u][4c + m]: a warp's tokens' columns of the tensor cores' product.
+template <int kTpw>
+__device__ __forceinline__ void LoadProductRows(const float* y, int first, int lane,
+                                                float (&out)[kTpw][kColumns]) {
+#pragma unroll
+  for (int u = 0; u < kTpw; ++u) {
+    const float4 v = Load4(y + (first + u) * kStride + 4 * lane);
+    out[u][0] = v.x, out[u][1] = v.y, out[u][2] = v.z, out[u][3] = v.w;
   }
 }
 
@@ -179,14 +240,21 @@ __device__ __forceinline__ void AddPairsTimesRows(const ChunkShared& sh, const f
 // out[u][m] = (g_t matrix^T rows[t] + sum_{s <= t} w_st (k~_s . rows[t]) values[s])[4c + m] for
 // the warp's tokens t = first + u: Hs_t x_t (rows x, matrix Hs_0 (symmetric), values k~) or
 // Ss_t^T r_t (rows r, matrix Ss_0, values v~). Every thread of the block calls it (a barrier).
-template <int P, int kTpw>
+// With kTensorCores the block's rows (its 16-row tiles) go through the tensor cores and sh.y.
+template <int P, int kTpw, bool kTensorCores>
 __device__ __forceinline__ void ChunkProduct(ChunkShared& sh, const float* rows,
                                              const float* matrix, const float* values, int n,
                                              int base, int first, int warp, int lane,
                                              float (&out)[kTpw][kColumns]) {
-  RowsTimesMatrix<kTpw>(rows, matrix, first, lane, out);
+  if constexpr (kTensorCores) {
+    TensorCoreRowsTimesMatrix<P == 1 ? 2 : 1>(rows, matrix, P == 1 ? 0 : base / 16, warp, lane,
+                                              sh.y);
+  } else {
+    RowsTimesMatrix<kTpw>(rows, matrix, first, lane, out);
+  }
   MaskedPairs<P>(sh, rows, base, warp, lane);
   __syncthreads();
+  if constexpr (kTensorCores) LoadProductRows<kTpw>(sh.y, first, lane, out);
 #pragma unroll
   for (int u = 0; u < kTpw; ++u) {
     const float g = expf(sh.cumulative[first + u]);
@@ -199,7 +267,7 @@ __device__ __forceinline__ void ChunkProduct(ChunkShared& sh, const float* rows,
 // P blocks share a (sequence, head): each one solves and reads out kChunk / P of every chunk's
 // tokens (warp w: kTokensPerWarp / P of them) and repeats the rest (the chunk's keys, norms and
 // state update), so that a single prompt's heads fill more of the GPU; block 0 writes the state.
-template <int P>
+template <int P, bool kTensorCores>
 __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurrenceArgs a) {
   constexpr int kTpw = kTokensPerWarp / P;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -288,7 +356,13 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
         sh.gram[(kTokensPerWarp * warp + v) * kPairStride + lane] = dot[v];
       }
       float hk[kTokensPerWarp][kColumns];
-      RowsTimesMatrix<kTokensPerWarp>(sh.key, sh.hs, kTokensPerWarp * warp, lane, hk);
+      if constexpr (kTensorCores) {
+        TensorCoreRowsTimesMatrix<2>(sh.key, sh.hs, 0, warp, lane, sh.y);
+        __syncthreads();
+        LoadProductRows<kTokensPerWarp>(sh.y, kTokensPerWarp * warp, lane, hk);
+      } else {
+        RowsTimesMatrix<kTokensPerWarp>(sh.key, sh.hs, kTokensPerWarp * warp, lane, hk);
+      }
 #pragma unroll
       for (int u = 0; u < kTokensPerWarp; ++u) {
         const int t = kTokensPerWarp * warp + u;
@@ -360,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
       for (int u = 0; u < kTpw; ++u) mine |= active[u];
       if (!__syncthreads_or(mine)) break;  // x is in shared memory for everyone
       float y[kTpw][kColumns];             // Hs_t x_t
-      ChunkProduct<P, kTpw>(sh, sh.x, sh.hs, sh.key, n, base, first, warp, lane, y);
+      ChunkProduct<P, kTpw, kTensorCores>(sh, sh.x, sh.hs, sh.key, n, base, first, warp, lane, y);
 #pragma unroll
       for (int u = 0; u < kTpw; ++u) {
         const int t = first + u;
@@ -418,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
     }
     __syncthreads();
     float o[kTpw][kColumns];  // Ss_t^T r_t
-    ChunkProduct<P, kTpw>(sh, sh.x, sh.ss, sh.value, n, base, first, warp, lane, o);
+    ChunkProduct<P, kTpw, kTensorCores>(sh, sh.x, sh.ss, sh.value, n, base, first, warp, lane, o);
 #pragma unroll
     for (int u = 0; u < kTpw; ++u) {
       const int t = first + u;
@@ -491,6 +565,22 @@ __global__ void __launch_bounds__(kThreads, 1) GkaChunkedPrefillKernel(GkaRecurr
   }
 }
 
+template <bool kTensorCores>
+cudaError_t LaunchForBlocksPerHead(const GkaRecurrenceArgs& args, int items, cudaStream_t stream) {
+  // Blocks a (sequence, head): as many (up to 4) as one wave of a block an SM holds.
+  const int sm_count = args.sm_count;
+  if (4 * items <= sm_count) {
+    return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<4, kTensorCores>, 4 * items,
+                                         kThreads, sizeof(ChunkShared), stream, args);
+  }
+  if (2 * items <= sm_count) {
+    return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<2, kTensorCores>, 2 * items,
+                                         kThreads, sizeof(ChunkShared), stream, args);
+  }
+  return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<1, kTensorCores>, items, kThreads,
+                                       sizeof(ChunkShared), stream, args);
+}
+
 }  // namespace
 
 bool GkaChunkedPrefillTakes(const GkaRecurrenceArgs& args) {
@@ -500,18 +590,8 @@ bool GkaChunkedPrefillTakes(const GkaRecurrenceArgs& args) {
 cudaError_t LaunchGkaChunkedPrefill(const GkaRecurrenceArgs& args, cudaStream_t stream) {
   const int items = args.num_sequences * args.heads;
   if (items == 0) return cudaSuccess;
-  // Blocks a (sequence, head): as many (up to 4) as one wave of a block an SM holds.
-  const int sm_count = args.sm_count;
-  if (4 * items <= sm_count) {
-    return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<4>, 4 * items, kThreads,
-                                         sizeof(ChunkShared), stream, args);
-  }
-  if (2 * items <= sm_count) {
-    return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<2>, 2 * items, kThreads,
-                                         sizeof(ChunkShared), stream, args);
-  }
-  return LaunchWithDynamicSharedMemory(GkaChunkedPrefillKernel<1>, items, kThreads,
-                                       sizeof(ChunkShared), stream, args);
+  return args.tensor_core_products ? LaunchForBlocksPerHead<true>(args, items, stream)
+                                   : LaunchForBlocksPerHead<false>(args, items, stream);
 }
 
 }  // namespace ridge::cuda

@@ -51,6 +51,9 @@ struct GkaRecurrenceArgs {
   // prompt pieces (0: one block a head).
   int32_t sm_count = 0;
   int32_t head_dim = 0;  // 64 or 128
+  // The chunked kernel's products with the chunk-start state on the tensor cores (3xTF32)
+  // instead of the CUDA cores (gka_chunked_prefill.cu).
+  bool tensor_core_products = false;
   GkaSequences sequences;
   // [rows, qkv_stride]: q [Hq*D], k [Hk*D], v [Hv*D] after the convolution and SiLU.
   const float* qkv = nullptr;

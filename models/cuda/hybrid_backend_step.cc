@@ -421,6 +421,7 @@ absl::Status CudaHybridBackend::Impl::EnqueueGka(const DeviceGkaLayer& layer, co
   r.head_dim = static_cast<int32_t>(d);
   r.max_tokens = static_cast<int32_t>(t.max_tokens);
   r.sm_count = sm_count;
+  r.tensor_core_products = options.gka_prefill_tensor_cores;
   r.sequences = {DeviceTable(t.row_begin), DeviceTable(t.row_count), DeviceTable(t.slot),
                  reinterpret_cast<const float*>(DeviceTable(t.tolerance)),
                  DeviceTable(t.max_iterations)};

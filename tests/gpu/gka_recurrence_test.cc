@@ -32,7 +32,8 @@ struct Case {
   int max_iterations;
   float tolerance;
   bool solve;
-  int history;  // tokens already in the states (0: a state of zeros)
+  int history;                // tokens already in the states (0: a state of zeros)
+  bool tensor_cores = false;  // the chunked kernel's state products on the tensor cores
 };
 
 std::string Name(const ::testing::TestParamInfo<Case>& info) {
@@ -41,7 +42,7 @@ std::string Name(const ::testing::TestParamInfo<Case>& info) {
   name << "d" << c.head_dim << "_b" << c.sequences << "_h" << c.heads << "q" << c.q_heads << "k"
        << c.kv_heads << "_t" << c.tokens << "_it" << c.max_iterations << "_tol"
        << (c.tolerance > 0 ? -std::lround(std::log10(c.tolerance)) : 0)
-       << (c.solve ? "" : "_nosolve") << "_hist" << c.history;
+       << (c.solve ? "" : "_nosolve") << "_hist" << c.history << (c.tensor_cores ? "_tc" : "");
   return name.str();
 }
 
@@ -162,6 +163,7 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   args.heads = hx;
   args.head_dim = d;
   args.max_tokens = *std::max_element(row_count.begin(), row_count.end());
+  args.tensor_core_products = c.tensor_cores;
   ASSERT_EQ(cudaDeviceGetAttribute(&args.sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   args.sequences = {d_begin.get(), d_count.get(), d_slot.get(), d_tol.get(), d_max.get()};
   args.qkv = d_qkv.get();
@@ -302,7 +304,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GkaRecurrenceTest,
                                            // chunked kernel as the GPU has room: the cases above
                                            // take 4 on a GPU of 132 SMs, these 2 and 1.
                                            Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4},
-                                           Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2}),
+                                           Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2},
+                                           // The same chunked shapes with the products on the
+                                           // tensor cores (4, 2 and 1 blocks a head).
+                                           Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5, true},
+                                           Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0, true},
+                                           Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30, true},
+                                           Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6, true},
+                                           Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4, true},
+                                           Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2, true}),
                          Name);
 
 }  // namespace

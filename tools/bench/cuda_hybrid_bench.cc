@@ -10,6 +10,7 @@
 //       [--tolerances 0,1e-3] [--decode-steps 8] [--ttft 14336] [--prefill-batch 8]
 //       [--prefill-len 16384] [--chunk 2048] [--gpu-memory-utilization 0.92]
 //       [--kv-cache-dtype bf16|fp8] [--graphs 1 (0: launch every decode step)]
+//       [--gka-prefill-tensor-cores 0 (1: the chunked GKA prefill's state products on them)]
 //       [--tensor-parallel-size 1 (N: the model split over N ranks, rank r on GPU r modulo the
 //        GPUs present, NCCL when each has its own)]
 //
@@ -138,12 +139,12 @@ absl::Status MeasureDecode(ModelBackend& b, const DecodeRun& run,
 }
 
 absl::Status Bench(int argc, char** argv) {
-  ASSIGN_OR_RETURN(
-      const CliArgs args,
-      CliArgs::Parse(argc, argv,
-                     {"config", "contexts", "max-batch", "iterations", "tolerances", "decode-steps",
-                      "ttft", "prefill-batch", "prefill-len", "chunk", "gpu-memory-utilization",
-                      "kv-cache-dtype", "graphs", "tensor-parallel-size"}));
+  ASSIGN_OR_RETURN(const CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"config", "contexts", "max-batch", "iterations", "tolerances",
+                                   "decode-steps", "ttft", "prefill-batch", "prefill-len", "chunk",
+                                   "gpu-memory-utilization", "kv-cache-dtype", "graphs",
+                                   "tensor-parallel-size", "gka-prefill-tensor-cores"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
   ASSIGN_OR_RETURN(const auto max_batches, args.NumberList("max-batch", "0"));
@@ -157,6 +158,7 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t chunk, args.Int("chunk", 2048));
   ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.92));
   ASSIGN_OR_RETURN(const int64_t ranks, args.Int("tensor-parallel-size", 1));
+  ASSIGN_OR_RETURN(const int64_t prefill_tensor_cores, args.Int("gka-prefill-tensor-cores", 0));
   if (ranks < 1 || ranks > 64) {
     return absl::InvalidArgumentError("--tensor-parallel-size must be in [1, 64]");
   }
@@ -205,6 +207,7 @@ absl::Status Bench(int argc, char** argv) {
   options.kv_cache_dtype = kv_dtype;
   options.gpu_memory_utilization = utilization;
   options.use_graphs = use_graphs != 0;
+  options.gka_prefill_tensor_cores = prefill_tensor_cores != 0;
   std::unique_ptr<ModelBackend> backend;
   int64_t weight_bytes = 0;
   int64_t (*graph_replays)(const ModelBackend&) = nullptr;

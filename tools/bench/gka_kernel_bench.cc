@@ -2,12 +2,15 @@
 // on random q/k/v (normalised by the kernel, with o_norm and the output gate) and states of the
 // GKA-8B layer shape (32 expanded heads of 128; BENCHMARKS.md), timed with CUDA events: median
 // microseconds a launch over --repeats, the state bytes it must move (Hs, packed to its upper
-// block triangle as the pool keeps it, and Ss read and written once) against the device-to-device copy ceiling measured in the same run, and the anchor's
-// figures (vLLM's Triton chebyshev_iteration_gqa on an H200, BENCHMARKS.md) beside them.
+// block triangle as the pool keeps it, and Ss read and written once) against the device-to-device
+// copy ceiling measured in the same run, and the anchor's figures (vLLM's Triton
+// chebyshev_iteration_gqa on an H200, BENCHMARKS.md) beside them.
 //
 //   gka_kernel_bench [--batches 64,96] [--iterations 30,10,1] [--heads 32] [--head-dim 128]
 //                    [--repeats 50] [--tokens 1 (a prompt piece per sequence: per-token time)]
 //                    [--token-by-token 1 (prompt pieces without the chunked kernel)]
+//                    [--tensor-cores 0,1 (the chunked kernel's state products on the CUDA
+//                    cores, the tensor cores, or each in turn)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,7 +42,7 @@ double Anchor(int batch, int iterations) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> batches = {64, 96}, iteration_list = {30, 10, 1};
+  std::vector<int> batches = {64, 96}, iteration_list = {30, 10, 1}, tensor_core_list = {0};
   int heads = 32, d = 128, repeats = 50, tokens = 1, token_by_token = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -55,6 +58,8 @@ int main(int argc, char** argv) {
       tokens = std::atoi(argv[i + 1]);
     else if (flag == "--token-by-token")
       token_by_token = std::atoi(argv[i + 1]);
+    else if (flag == "--tensor-cores")
+      tensor_core_list = IntList(argv[i + 1]);
     else if (flag == "--repeats")
       repeats = std::atoi(argv[i + 1]);
     else {
@@ -149,18 +154,22 @@ int main(int argc, char** argv) {
     // Hs and Ss, read and written.
     const double bytes = 2.0 * pairs * (ridge::PackedHsFloats(d) + int64_t{d} * d) * 4;
     for (const int iterations : iteration_list) {
-      std::fill(caps.begin(), caps.end(), iterations);
-      CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
-      const double us = ridge::bench::MedianMicros(
-          repeats, [&] { return ridge::cuda::LaunchGkaRecurrence(args, nullptr); });
-      const double limit_us = bytes / ceiling * 1e6;
-      const double anchor = heads == 32 && d == 128 ? Anchor(batch, iterations) : 0;
-      std::printf(
-          "batch %3d  iterations %2d  median %7.1f us  state %6.1f MB  %.2f TB/s  "
-          "%.2fx the byte limit (%.1f us)  anchor %.0f us (%.2fx)  %.2f us a token\n",
-          batch, iterations, us, bytes / 1e6, bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us,
-          tokens == 1 ? anchor : 0.0, tokens == 1 && anchor > 0 ? anchor / us : 0.0, us / tokens);
-      std::fflush(stdout);
+      for (const int tensor_cores : tensor_core_list) {
+        args.tensor_core_products = tensor_cores != 0;
+        std::fill(caps.begin(), caps.end(), iterations);
+        CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
+        const double us = ridge::bench::MedianMicros(
+            repeats, [&] { return ridge::cuda::LaunchGkaRecurrence(args, nullptr); });
+        const double limit_us = bytes / ceiling * 1e6;
+        const double anchor = heads == 32 && d == 128 ? Anchor(batch, iterations) : 0;
+        std::printf(
+            "batch %3d  iterations %2d  median %7.1f us  state %6.1f MB  %.2f TB/s  "
+            "%.2fx the byte limit (%.1f us)  anchor %.0f us (%.2fx)  %.2f us a token%s\n",
+            batch, iterations, us, bytes / 1e6, bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us,
+            tokens == 1 ? anchor : 0.0, tokens == 1 && anchor > 0 ? anchor / us : 0.0, us / tokens,
+            tensor_cores != 0 ? "  (chunked: tensor cores)" : "");
+        std::fflush(stdout);
+      }
     }
     for (void* p :
          {static_cast<void*>(d_qkv), static_cast<void*>(d_proj), static_cast<void*>(pool),
