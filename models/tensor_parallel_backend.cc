@@ -99,11 +99,12 @@ class TensorParallelBackend::RankThreads {
       const bool stood_down = watch_.wait_until(
           lock, deadline_, [&] { return stop_ || on_timeout_ == nullptr || generation_ != step; });
       if (stop_) return;
-      if (!stood_down) {
-        std::vector<int32_t> running;
-        for (int32_t r = 0; r < ranks_; ++r) {
-          if (!finished_[r]) running.push_back(r);
-        }
+      std::vector<int32_t> running;
+      for (int32_t r = 0; !stood_down && r < ranks_; ++r) {
+        if (!finished_[r]) running.push_back(r);
+      }
+      // Every rank done just as the time ran out: the step succeeded, nothing to abort.
+      if (!running.empty()) {
         const OnTimeout* fire = on_timeout_;
         firing_ = true;
         lock.unlock();

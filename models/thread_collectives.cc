@@ -36,7 +36,8 @@ class ThreadCollectives::Rank : public Collective {
       const float* other = g.buffers_[r];
       for (int64_t i = first; i < end; ++i) sum[i] += other[i];
     }
-    if (absl::Status summed = g.Arrive(rank_); !summed.ok()) return summed;
+    // Not cut short by a failure: a rank leaving early could free its buffer while others read it.
+    g.Settle(rank_);
     std::copy_n(sum, count, data);
     // No third barrier: the next collective's first one waits for every rank's copy to end
     // before its last arrival resizes `sum_`.
@@ -65,7 +66,9 @@ class ThreadCollectives::Rank : public Collective {
     for (int64_t row = 0; row < rows; ++row) {
       std::copy_n(local + row * columns, columns, out + row * full_columns + first_column);
     }
-    return g.Arrive(rank_);  // rank 0 reads `full` only once every rank wrote its columns
+    // Rank 0 reads (and may free) `full` only once every rank wrote its columns, failure or not.
+    g.Settle(rank_);
+    return absl::OkStatus();
   }
 
   void Abort(const absl::Status& why) override { group_->Fail(why); }
@@ -113,6 +116,20 @@ void ThreadCollectives::CheckCounts(const char* what) {
     }
   }
   if (sum_.size() < static_cast<size_t>(first)) sum_.resize(first);
+}
+
+void ThreadCollectives::Settle(int32_t rank) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int64_t generation = generation_;
+  arrived_[rank] = true;
+  if (++waiting_ == size()) {
+    waiting_ = 0;
+    std::fill(arrived_.begin(), arrived_.end(), false);
+    ++generation_;
+    all_arrived_.notify_all();
+    return;
+  }
+  all_arrived_.wait(lock, [&] { return generation_ != generation; });
 }
 
 absl::Status ThreadCollectives::Arrive(int32_t rank, const std::function<void()>& last) {

@@ -1,10 +1,10 @@
 // Collectives between ranks that are threads of one process and share its memory (the CPU's
-// tensor-parallel backend). Each collective is two or three barriers: the ranks publish their
-// buffers, each rank does its share of the work reading the others' buffers, and they wait for
-// each other before any buffer is reused. A rank that waits longer than the time-out fails the
-// collective for all, naming the ranks that did not arrive; Abort does the same at once. After a
-// failure every collective fails until Reset, which the group's owner calls once no rank is inside
-// a collective.
+// tensor-parallel backend). Each collective is two barriers: the ranks publish their buffers,
+// each rank does its share of the work reading the others' buffers, and they wait for each other
+// (whatever fails meanwhile) before any buffer is reused or freed. A rank that waits longer than
+// the time-out fails the collective for all, naming the ranks that did not arrive; Abort does the
+// same at once. After a failure every collective fails until Reset, which the group's owner calls
+// once no rank is inside a collective.
 #pragma once
 
 #include <chrono>
@@ -42,6 +42,10 @@ class ThreadCollectives {
   // passed the time-out (which fails the group). The last rank to arrive runs `last` (under the
   // lock) before it releases the others.
   absl::Status Arrive(int32_t rank, const std::function<void()>& last = nullptr);
+  // The barrier after the ranks read each other's buffers: every rank that passed the
+  // collective's first barrier reaches it after a bounded copy, so it waits for all of them
+  // whatever fails meanwhile (a rank leaving early could free a buffer another still reads).
+  void Settle(int32_t rank);
   void Fail(const absl::Status& why);
   // Under the lock: fails the group unless every rank published the same count, else makes
   // `sum_` hold that many.

@@ -416,12 +416,19 @@ absl::Status Serve(int argc, char** argv) {
   // A GPU backend holds its own copy of the weights: the host's fp32 ones (twice the size of
   // a bf16 checkpoint) are not needed any more.
   if (model_backend->name() != "cpu") model.reset();
-  if (model_backend->state_bytes_per_slot() != planned_state_bytes) {
-    // --device auto fell back to the CPU, whose states are larger: count them again.
+  if (model_backend->state_bytes_per_slot() != planned_state_bytes && model != nullptr) {
+    // --device auto fell back to the CPU, whose states are larger: count them again, and make
+    // the pool again at that count (the CPU's slots are allocated up front).
     ASSIGN_OR_RETURN(const int64_t fit,
                      PrefixCacheSlotsFromFlags(args, engine_options.max_slots,
                                                model_backend->state_bytes_per_slot()));
-    engine_options.prefix_cache_slots = std::min(engine_options.prefix_cache_slots, fit);
+    if (fit < engine_options.prefix_cache_slots) {
+      engine_options.prefix_cache_slots = fit;
+      model_backend.reset();
+      ASSIGN_OR_RETURN(
+          model_backend,
+          CreateBackendFromFlags(args, model.get(), engine_options.max_slots + fit, kv_blocks));
+    }
   }
   // The backend may hold fewer states than asked for, as many as fit where its pool lives (host
   // or GPU memory; it says so in a warning): the prefix cache gives up its states first.
@@ -496,11 +503,11 @@ absl::Status Serve(int argc, char** argv) {
   http.SetReady(true);
 
   const int signal_number = WaitForShutdownSignal(shutdown_signals);
-  absl::Status failure;
-  if (signal_number == kBackendFailedSignal) {
+  const auto failure_so_far = [&backend_failure] {
     std::lock_guard<std::mutex> lock(backend_failure->mutex);
-    failure = backend_failure->why;
-  }
+    return backend_failure->why;
+  };
+  const absl::Status failure = failure_so_far();
   if (!failure.ok()) {
     Log(LogLevel::kError, failure.message(), ": draining, then exiting");
   } else {
@@ -534,7 +541,7 @@ absl::Status Serve(int argc, char** argv) {
   http_thread.join();
   engine.reset();
   Log(LogLevel::kInfo, "drained, exiting");
-  return failure;
+  return failure_so_far();  // also when the backend failed during a drain begun by a signal
 }
 
 }  // namespace
