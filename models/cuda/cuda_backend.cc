@@ -164,6 +164,10 @@ const MesaNetConfig& CudaBackend::config() const { return impl_->config; }
 const ModelSpec& CudaBackend::spec() const { return impl_->spec; }
 const KvLayout& CudaBackend::kv_layout() const { return impl_->kv_layout; }
 int64_t CudaBackend::SlotPosition(int64_t slot) const { return impl_->slot_tokens.at(slot); }
+
+absl::Status CudaBackend::Health() const {
+  return DeviceHealth(impl_->options.device, impl_->stream);
+}
 int64_t CudaBackend::num_slots() const { return impl_->options.num_slots; }
 int64_t CudaBackend::weight_bytes() const { return impl_->weight_bytes; }
 int64_t CudaBackend::state_bytes_per_slot() const { return impl_->slot_floats * sizeof(float); }

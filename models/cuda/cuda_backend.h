@@ -49,6 +49,8 @@ class CudaBackend : public ModelBackend {
   const ModelSpec& spec() const override;
   const KvLayout& kv_layout() const override;
   int64_t SlotPosition(int64_t slot) const override;
+  // Unavailable once the GPU's context holds a sticky error (DeviceHealth).
+  absl::Status Health() const override;
   int64_t num_slots() const override;
   absl::Status ResetSlot(int64_t slot) override;
   absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,

@@ -23,6 +23,15 @@ absl::Status CheckDeviceExists(int device) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceHealth(int device, cudaStream_t stream) {
+  cudaError_t error = cudaSetDevice(device);
+  if (error == cudaSuccess) error = cudaStreamQuery(stream);
+  if (error == cudaSuccess || error == cudaErrorNotReady) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("CUDA device ", device,
+                                             " failed: ", cudaGetErrorName(error), " (",
+                                             cudaGetErrorString(error), ")"));
+}
+
 absl::StatusOr<cudaDeviceProp> HopperDeviceProperties(int device) {
   cudaDeviceProp prop{};
   RIDGE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));

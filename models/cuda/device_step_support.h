@@ -32,6 +32,10 @@ absl::Status CheckDeviceExists(int device);
 // The device's properties once it is known to exist; kFailedPrecondition naming it when its
 // compute capability is below 9.0 (the kernels are built for Hopper).
 absl::StatusOr<cudaDeviceProp> HopperDeviceProperties(int device);
+// A backend's ModelBackend::Health on `device`: OK unless its CUDA context holds a sticky error
+// (an illegal address, a launch failure: every later call returns it, so no step can succeed
+// again), then kUnavailable naming it. Does not wait for `stream`.
+absl::Status DeviceHealth(int device, cudaStream_t stream);
 
 struct GemmContext {
   cublasHandle_t cublas = nullptr;

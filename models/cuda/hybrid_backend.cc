@@ -354,6 +354,10 @@ int64_t CudaHybridBackend::graph_replays() const { return impl_->graphs.replays(
 
 int64_t CudaHybridBackend::SlotPosition(int64_t slot) const { return impl_->positions.at(slot); }
 
+absl::Status CudaHybridBackend::Health() const {
+  return DeviceHealth(impl_->options.device, impl_->stream);
+}
+
 absl::Status CudaHybridBackend::ResetSlot(int64_t slot) {
   RETURN_IF_ERROR(CheckSlot(slot));
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));

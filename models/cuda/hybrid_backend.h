@@ -90,6 +90,8 @@ class CudaHybridBackend : public ModelBackend {
   const KvLayout& kv_layout() const override;
   int64_t num_kv_blocks() const override;
   int64_t SlotPosition(int64_t slot) const override;
+  // Unavailable once the GPU's context holds a sticky error (DeviceHealth).
+  absl::Status Health() const override;
   int64_t preferred_prefill_tokens_per_step() const override { return 2048; }
   absl::Status ResetSlot(int64_t slot) override;
   absl::Status Forward(std::span<const SlotChunk> chunks, LogitsFor which,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -17,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "engine/offline_generation.h"
+#include "kernels/cuda/row_kernels.h"
 #include "kernels/device_info.h"
 #include "kernels/gka_slot_layout.h"
 #include "models/arch/hybrid_qwen3.h"
@@ -313,6 +315,30 @@ TEST_P(CudaHybridLongPromptTest, OneStepAgreesWithTheCpu) {
     ASSERT_TRUE(cpu.Forward({&chunk, 1}, LogitsFor::kLastToken, &on_cpu).ok());
     EXPECT_LT(RelativeRms(on_gpu, on_cpu), 2e-2) << GetParam() << ", prompt of " << length;
   }
+}
+
+// A sticky CUDA error (an illegal address: a kernel handed a bad pointer, in a process of its own,
+// as the context never recovers) turns the backend's Health to Unavailable naming it, so that the
+// engine stops and serve exits instead of failing every later request. (Left out under memcheck,
+// which reports the fault it is made of.)
+TEST(CudaHybridBackendHealthTest, AFaultedContextIsReported) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto model = SmallModel(Case{"GKA-*", 64, 4, 2, 0, 0.0f, 30});
+        if (!model.ok()) std::_Exit(2);
+        auto gpu = CudaHybridBackend::Create((*model)->spec(), *(*model)->hybrid_weights(),
+                                             {.num_slots = 2, .num_kv_blocks = 8});
+        if (!gpu.ok() || !(*gpu)->Health().ok()) std::_Exit(3);
+        (void)cuda::LaunchArgmaxRows(reinterpret_cast<const float*>(0x100), 1, 64, 64,
+                                     reinterpret_cast<int32_t*>(0x200), nullptr);
+        (void)cudaDeviceSynchronize();
+        const absl::Status health = (*gpu)->Health();
+        std::fprintf(stderr, "%s\n", health.ToString().c_str());
+        std::_Exit(health.code() == absl::StatusCode::kUnavailable ? 0 : 4);
+      },
+      ::testing::ExitedWithCode(0), "CUDA device 0 failed: cudaErrorIllegalAddress");
 }
 
 INSTANTIATE_TEST_SUITE_P(Patterns, CudaHybridLongPromptTest,
