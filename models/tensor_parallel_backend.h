@@ -64,9 +64,9 @@ class TensorParallelBackend : public ModelBackend {
     std::unique_ptr<ModelBackend> backend;
     // Called with the rank's error when its step fails, besides aborting `group` (a collective
     // the others may wait in that is not the group's, e.g. NCCL's).
-    std::function<void(const absl::Status&)> on_failure;
+    std::function<void(const absl::Status&)> on_failure = nullptr;
     // Why the rank can never step again (its NCCL communicator aborted); null: always OK.
-    std::function<absl::Status()> health;
+    std::function<absl::Status()> health = nullptr;
   };
   // `group` is the ranks' collectives (a rank that fails aborts them so that no other waits).
   // A step still running after `step_timeout` is failed by the watchdog (0: no watchdog).

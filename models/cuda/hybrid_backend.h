@@ -69,7 +69,7 @@ struct CudaHybridOptions {
     DeviceCollective* collective = nullptr;
     IndexRange vocab;
   };
-  std::optional<Rank> rank;
+  std::optional<Rank> rank = std::nullopt;
 };
 
 class CudaHybridBackend : public ModelBackend {
