@@ -516,7 +516,7 @@ void Engine::CheckBackendHealth() {
 }
 
 void Engine::FailEverything(std::vector<std::unique_ptr<Sequence>> arrived) {
-  int64_t dequeued = static_cast<int64_t>(arrived.size() + waiting_.size());
+  const int64_t dequeued = static_cast<int64_t>(arrived.size() + waiting_.size());
   for (auto& seq : arrived) Finish(*seq, FinishReason::kError, backend_failure_);
   for (auto& seq : waiting_) Finish(*seq, FinishReason::kError, backend_failure_);
   for (auto& seq : running_) Finish(*seq, FinishReason::kError, backend_failure_);
