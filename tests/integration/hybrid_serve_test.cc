@@ -3,7 +3,8 @@
 // small for all its clients at once: concurrent requests are preempted and
 // recomputed and still answer as they do alone; a request the whole cache cannot hold gets a
 // 400 naming max_tokens; /metrics shows the blocks, the preemptions and the GKA solver series;
-// gRPC's GetModelInfo says the architecture and the layer pattern.
+// gRPC's GetModelInfo says the architecture and the layer pattern; a split step past
+// --tensor-parallel-timeout fails its request and the server goes on.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -298,6 +299,52 @@ TEST_P(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
   EXPECT_NE(info.find("max_prompt_tokens: 4096"), std::string::npos) << info;
 }
 #endif
+
+// --tensor-parallel-timeout end to end: a split step that runs past it (one 2,048-token prompt
+// piece of hybrid-small-8l, over a second on two CPU ranks) fails its request naming the time-out
+// and the ranks still running, the collectives are aborted and reset, and the server goes on
+// (a short request answers, /health stays 200: a CPU group recovers, unlike an NCCL one).
+TEST(TensorParallelTimeoutTest, AStepPastTheTimeoutFailsItsRequestAndTheServerGoesOn) {
+  const std::filesystem::path dir = LogDir() / "timeout";
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> args = {"--load-format",
+                                         "random",
+                                         "--model",
+                                         (std::filesystem::path(RIDGE_TEST_DATA_DIR) /
+                                          "../../tools/bench/configs/hybrid-small-8l.json")
+                                             .string(),
+                                         "--device",
+                                         "cpu",
+                                         "--threads",
+                                         "2",
+                                         "--slots",
+                                         "2",
+                                         "--tensor-parallel-size",
+                                         "2",
+                                         "--tensor-parallel-timeout",
+                                         "0.25",
+                                         "--prefill-token-budget",
+                                         "2048",
+                                         "--log-level",
+                                         "info"};
+  signal(SIGPIPE, SIG_IGN);
+  std::string error;
+  auto server = ServerProcess::Start(RIDGESERVE_BINARY, args, dir / "server.log", &error);
+  ASSERT_NE(server, nullptr) << error;
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120, 0);
+  json slow = Completion(0, 2048, 2);
+  for (auto& id : slow["prompt"]) id = (id.get<int>() * 97 + 5) % 32000;
+  const auto failed = PostJson(client, "/v1/completions", slow);
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_NE(failed.body.dump().find("did not finish within 0.25 s (still running: rank"),
+            std::string::npos)
+      << failed.body;
+  const auto answered = PostJson(client, "/v1/completions", Completion(1, 8, 4));
+  ASSERT_EQ(answered.status, 200) << answered.body << "\n" << server->Log();
+  EXPECT_EQ(answered.body["choices"][0]["token_ids"].size(), 4u);
+  EXPECT_EQ(client.Get("/health")->status, 200);
+}
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HybridServeTest, ::testing::Values(1, 2));
 
