@@ -300,11 +300,16 @@ TEST_P(HybridServeTest, GrpcModelInfoSaysTheArchitectureAndPattern) {
 }
 #endif
 
-// --tensor-parallel-timeout end to end: a split step that runs past it (one 2,048-token prompt
-// piece of hybrid-small-8l, over a second on two CPU ranks) fails its request naming the time-out
-// and the ranks still running, the collectives are aborted and reset, and the server goes on
-// (a short request answers, /health stays 200: a CPU group recovers, unlike an NCCL one).
+// --tensor-parallel-timeout end to end: a split step that runs past it (one 4,096-token prompt
+// piece of hybrid-small-8l, 2-3 s on two CPU ranks of this 2-core machine) fails its request
+// naming the time-out and the ranks still running, the collectives are aborted and reset, and the
+// server goes on (a short request, steps of 10-40 ms, answers; /health stays 200: a CPU group
+// recovers, unlike an NCCL one). A test of timing: under the sanitizers, whose server binary
+// runs several times slower, the short request's steps reach the time-out too, so it skips there.
 TEST(TensorParallelTimeoutTest, AStepPastTheTimeoutFailsItsRequestAndTheServerGoesOn) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "timing-dependent: run in the plain build";
+#endif
   const std::filesystem::path dir = LogDir() / "timeout";
   std::filesystem::create_directories(dir);
   const std::vector<std::string> args = {"--load-format",
@@ -322,9 +327,9 @@ TEST(TensorParallelTimeoutTest, AStepPastTheTimeoutFailsItsRequestAndTheServerGo
                                          "--tensor-parallel-size",
                                          "2",
                                          "--tensor-parallel-timeout",
-                                         "0.25",
+                                         "0.3",
                                          "--prefill-token-budget",
-                                         "2048",
+                                         "4096",
                                          "--log-level",
                                          "info"};
   signal(SIGPIPE, SIG_IGN);
@@ -333,11 +338,11 @@ TEST(TensorParallelTimeoutTest, AStepPastTheTimeoutFailsItsRequestAndTheServerGo
   ASSERT_NE(server, nullptr) << error;
   httplib::Client client("127.0.0.1", server->port());
   client.set_read_timeout(120, 0);
-  json slow = Completion(0, 2048, 2);
+  json slow = Completion(0, 4096, 2);
   for (auto& id : slow["prompt"]) id = (id.get<int>() * 97 + 5) % 32000;
   const auto failed = PostJson(client, "/v1/completions", slow);
   EXPECT_EQ(failed.status, 500) << failed.body;
-  EXPECT_NE(failed.body.dump().find("did not finish within 0.25 s (still running: rank"),
+  EXPECT_NE(failed.body.dump().find("did not finish within 0.3 s (still running: rank"),
             std::string::npos)
       << failed.body;
   const auto answered = PostJson(client, "/v1/completions", Completion(1, 8, 4));
