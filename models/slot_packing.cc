@@ -19,6 +19,8 @@ int64_t SlotShape::packed_layer_floats() const {
   return SlotLayerFloats(heads, head_dim, conv_size);
 }
 
+int64_t SlotShape::packed_slot_floats() const { return layers * packed_layer_floats(); }
+
 namespace {
 
 // Gs and the tails follow Hs contiguously in both layouts.
@@ -30,7 +32,7 @@ int64_t RestFloats(const SlotShape& s) {
 
 void PackSlot(const SlotShape& s, std::span<const float> state, std::span<float> packed) {
   assert(static_cast<int64_t>(state.size()) == s.layers * s.state_layer_floats());
-  assert(static_cast<int64_t>(packed.size()) == s.layers * s.packed_layer_floats());
+  assert(static_cast<int64_t>(packed.size()) == s.packed_slot_floats());
   const int64_t d = s.head_dim;
   for (int64_t layer = 0; layer < s.layers; ++layer) {
     const float* from = state.data() + layer * s.state_layer_floats();
@@ -49,7 +51,7 @@ void PackSlot(const SlotShape& s, std::span<const float> state, std::span<float>
 
 void UnpackSlot(const SlotShape& s, std::span<const float> packed, std::span<float> state) {
   assert(static_cast<int64_t>(state.size()) == s.layers * s.state_layer_floats());
-  assert(static_cast<int64_t>(packed.size()) == s.layers * s.packed_layer_floats());
+  assert(static_cast<int64_t>(packed.size()) == s.packed_slot_floats());
   const int64_t d = s.head_dim;
   for (int64_t layer = 0; layer < s.layers; ++layer) {
     const float* from = packed.data() + layer * s.packed_layer_floats();

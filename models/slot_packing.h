@@ -15,6 +15,7 @@ struct SlotShape {
   static SlotShape Of(const MesaNetConfig& config);
   int64_t state_layer_floats() const;   // one layer of MesaState
   int64_t packed_layer_floats() const;  // one layer of a pool slot
+  int64_t packed_slot_floats() const;   // a whole pool slot: every layer
 };
 
 // Sizes must be layers * state_layer_floats() and layers * packed_layer_floats() (checked by

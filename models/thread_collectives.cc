@@ -118,15 +118,19 @@ void ThreadCollectives::CheckCounts(const char* what) {
   if (sum_.size() < static_cast<size_t>(first)) sum_.resize(first);
 }
 
+void ThreadCollectives::ReleaseBarrier() {
+  waiting_ = 0;
+  std::fill(arrived_.begin(), arrived_.end(), false);
+  ++generation_;
+  all_arrived_.notify_all();
+}
+
 void ThreadCollectives::Settle(int32_t rank) {
   std::unique_lock<std::mutex> lock(mutex_);
   const int64_t generation = generation_;
   arrived_[rank] = true;
   if (++waiting_ == size()) {
-    waiting_ = 0;
-    std::fill(arrived_.begin(), arrived_.end(), false);
-    ++generation_;
-    all_arrived_.notify_all();
+    ReleaseBarrier();
     return;
   }
   all_arrived_.wait(lock, [&] { return generation_ != generation; });
@@ -143,10 +147,7 @@ absl::Status ThreadCollectives::Arrive(int32_t rank, const std::function<void()>
       all_arrived_.notify_all();
       return failure_;
     }
-    waiting_ = 0;
-    std::fill(arrived_.begin(), arrived_.end(), false);
-    ++generation_;
-    all_arrived_.notify_all();
+    ReleaseBarrier();
     return absl::OkStatus();
   }
   const bool released = all_arrived_.wait_for(

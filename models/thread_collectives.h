@@ -46,6 +46,9 @@ class ThreadCollectives {
   // collective's first barrier reaches it after a bounded copy, so it waits for all of them
   // whatever fails meanwhile (a rank leaving early could free a buffer another still reads).
   void Settle(int32_t rank);
+  // Under the lock, by the last rank to arrive: lets every waiting rank through and readies the
+  // next barrier.
+  void ReleaseBarrier();
   void Fail(const absl::Status& why);
   // Under the lock: fails the group unless every rank published the same count, else makes
   // `sum_` hold that many.

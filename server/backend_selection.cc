@@ -125,6 +125,11 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> SplitOverGpus(const Model* model,
 }
 #endif
 
+// --device cuda, or auto when a GPU is present.
+bool PicksCuda(const std::string& device, const std::vector<CudaDeviceInfo>& gpus) {
+  return device == "cuda" || (device == "auto" && !gpus.empty());
+}
+
 absl::StatusOr<int64_t> TensorParallelFromFlags(const CliArgs& args) {
   ASSIGN_OR_RETURN(const int64_t ranks, args.Int("tensor-parallel-size", 1));
   if (ranks < 1 || ranks > 64) {
@@ -154,12 +159,10 @@ absl::StatusOr<int64_t> StateBytesPerSlotFromFlags(const CliArgs& args, const Mo
   const ModelSpec& spec = model->spec();
   const bool split = ranks > 1 && model->hybrid_weights() != nullptr;
   const std::string device = args.StringOr("device", "auto");
-  const bool gpu = device == "cuda" || (device == "auto" && !QueryCudaDevices().empty());
+  const bool gpu = PicksCuda(device, QueryCudaDevices());
 #ifdef RIDGE_HAVE_CUDA_BACKEND
   if (gpu && model->mesanet() != nullptr) {
-    const MesaNetConfig& config = model->mesanet()->config();
-    return SlotShape::Of(config).packed_layer_floats() * config.num_hidden_layers *
-           int64_t{sizeof(float)};
+    return SlotShape::Of(model->mesanet()->config()).packed_slot_floats() * int64_t{sizeof(float)};
   }
   if (gpu && model->hybrid_weights() != nullptr) {
     if (split) return SplitStateBytes(spec, static_cast<int32_t>(ranks), PlanDeviceRecurrentLayout);
@@ -208,9 +211,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackendFromFlags(const CliAr
   };
   ASSIGN_OR_RETURN(const int64_t cuda_device, args.Int("cuda-device", 0));
   const std::vector<CudaDeviceInfo> gpus = QueryCudaDevices();
-  bool use_cuda = device == "cuda";
-  if (device == "auto") use_cuda = !gpus.empty();
-  if (use_cuda) {
+  if (PicksCuda(device, gpus)) {
 #ifdef RIDGE_HAVE_CUDA_BACKEND
     if (cuda_device < 0 || cuda_device >= static_cast<int64_t>(gpus.size())) {
       return absl::FailedPreconditionError(absl::StrCat("--device ", device, ": CUDA device ",

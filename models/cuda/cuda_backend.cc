@@ -87,8 +87,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
         "in-projection has ", proj_width, " output columns; the config implies ", expected_width));
   }
   impl->proj_stride = PaddedWidth(proj_width);
-  impl->layer_floats = SlotShape::Of(config).packed_layer_floats();
-  impl->slot_floats = impl->layer_floats * config.num_hidden_layers;
+  const SlotShape slot_shape = SlotShape::Of(config);
+  impl->layer_floats = slot_shape.packed_layer_floats();
+  impl->slot_floats = slot_shape.packed_slot_floats();
 
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
   RIDGE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&impl->cublas));
