@@ -1,11 +1,14 @@
 // Counts requests that are still being answered (a stream may outlive the engine request by the
 // time its last chunks take to write), so draining can wait for them before the server stops.
+// Each request's guard shares ownership: a request's answer may be destroyed after the server.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 namespace ridge {
 
@@ -13,13 +16,15 @@ class ActiveRequests {
  public:
   class Guard {
    public:
-    explicit Guard(ActiveRequests* owner) : owner_(owner) { owner_->Change(+1); }
+    explicit Guard(std::shared_ptr<ActiveRequests> owner) : owner_(std::move(owner)) {
+      owner_->Change(+1);
+    }
     ~Guard() { owner_->Change(-1); }
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
 
    private:
-    ActiveRequests* owner_;
+    std::shared_ptr<ActiveRequests> owner_;
   };
 
   // True when none is active before `deadline`.

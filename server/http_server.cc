@@ -52,7 +52,7 @@ HttpServer::HttpServer(GenerationBackend* backend, const Tokenizer* tokenizer,
       metrics_(metrics),
       options_(std::move(options)),
       openai_(std::make_unique<OpenAiHandler>(backend, tokenizer, chat_template, metrics, &options_,
-                                              &active_)),
+                                              active_)),
       tokenize_{tokenizer, chat_template, options_.model_id, options_.max_prompt_tokens} {
   RegisterRoutes();
   transport_ = std::make_unique<HttpTransport>(

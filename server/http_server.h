@@ -74,7 +74,7 @@ class HttpServer {
   void CancelAll();
   // Waits until no response is still being written; true when that happened before `deadline`.
   bool WaitForActiveRequests(std::chrono::steady_clock::time_point deadline) {
-    return active_.WaitIdle(deadline);
+    return active_->WaitIdle(deadline);
   }
 
  private:
@@ -91,7 +91,9 @@ class HttpServer {
   HttpServerOptions options_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
-  ActiveRequests active_;
+  // Shared with the answers being produced: one may be destroyed after the server (its last owner
+  // can be an engine thread delivering the final event of a request the server stopped on).
+  std::shared_ptr<ActiveRequests> active_ = std::make_shared<ActiveRequests>();
   std::unique_ptr<OpenAiHandler> openai_;
   TokenizeContext tokenize_;             // /tokenize and /detokenize
   std::map<std::string, Route> routes_;  // by path (the session routes aside)

@@ -57,13 +57,14 @@ std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
 
 OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokenizer,
                              const ChatTemplate* chat_template, PrometheusMetrics* metrics,
-                             const HttpServerOptions* options, ActiveRequests* active)
+                             const HttpServerOptions* options,
+                             std::shared_ptr<ActiveRequests> active)
     : backend_(backend),
       tokenizer_(tokenizer),
       chat_template_(chat_template),
       metrics_(metrics),
       options_(options),
-      active_(active) {
+      active_(std::move(active)) {
   if (chat_template_ != nullptr && tokenizer_ != nullptr) {
     turn_start_ = FindTurnStartToken(*chat_template_, *tokenizer_);
   }
@@ -176,8 +177,8 @@ namespace {
 // event thread that reads it against the transport's monitor that may abandon it.
 struct Generation {
   Generation(std::shared_ptr<ChoiceSet> choices, std::shared_ptr<EventQueue> queue,
-             ActiveRequests* active)
-      : choices(std::move(choices)), queue(std::move(queue)), guard(active) {}
+             std::shared_ptr<ActiveRequests> active)
+      : choices(std::move(choices)), queue(std::move(queue)), guard(std::move(active)) {}
 
   // Cancels the unfinished choices; the caller holds `mutex`.
   void AbandonLocked(HttpAbandon why, const char* kind) {

@@ -26,7 +26,7 @@ class OpenAiHandler {
   // Everything must outlive the handler; `tokenizer`, `chat_template`, `metrics` may be null.
   OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokenizer,
                 const ChatTemplate* chat_template, PrometheusMetrics* metrics,
-                const HttpServerOptions* options, ActiveRequests* active);
+                const HttpServerOptions* options, std::shared_ptr<ActiveRequests> active);
 
   // Validates and submits the request; the answer comes later (PendingReply, or a StreamBody
   // with "stream": true), produced whenever `wake` has been called. Refusals are ready replies.
@@ -51,7 +51,7 @@ class OpenAiHandler {
   std::optional<int32_t> turn_start_;
   PrometheusMetrics* metrics_;
   const HttpServerOptions* options_;
-  ActiveRequests* active_;
+  std::shared_ptr<ActiveRequests> active_;
 };
 
 }  // namespace ridge

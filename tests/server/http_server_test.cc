@@ -44,6 +44,7 @@ class HttpServerTest : public ::testing::Test {
     options.max_prompt_tokens = 100;
     options.connections.worker_threads = 16;
     Configure(options);
+    options_ = options;
     running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(),
                                                  &metrics_, options);
     ASSERT_NE(running_, nullptr);
@@ -52,6 +53,7 @@ class HttpServerTest : public ::testing::Test {
   void TearDown() override { running_.reset(); }
 
   FakeBackend backend_;
+  HttpServerOptions options_;  // what SetUp started the server with
   PrometheusMetrics metrics_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> chat_;
@@ -250,6 +252,39 @@ TEST_F(HttpServerTest, ClientDisconnectCancelsTheRequest) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(backend_.Snapshot().running, 0);
+}
+
+// The server stops while the backend is sending a stream's tokens as fast as it can: each event
+// wakes the connection through a reference to it taken for the moment, so the answer may be
+// destroyed on the backend's thread, after the server. It must not reach into the destroyed
+// server then (the guard of the active requests was a pointer into it: ThreadSanitizer and
+// AddressSanitizer caught it at times; this test makes that likely).
+TEST_F(HttpServerTest, AnAnswerMayOutliveTheServer) {
+  backend_.interval = std::chrono::milliseconds(0);
+  options_.limits.max_new_tokens = 10'000'000;
+  for (int round = 0; round < 20; ++round) {
+    running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(),
+                                                 &metrics_, options_);
+    ASSERT_NE(running_, nullptr);
+    std::thread client([port = running_->port()] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(10, 0);
+      PostStream(c, "/v1/completions",
+                 {{"prompt", {1}}, {"max_tokens", 10'000'000}, {"stream", true}});
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (backend_.Snapshot().running == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const int64_t started = backend_.Snapshot().running;
+    running_.reset();  // cancels the request while its tokens keep coming
+    client.join();
+    ASSERT_EQ(started, 1);
+    while (backend_.Snapshot().running > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(backend_.Snapshot().running, 0);
+  }
 }
 
 TEST_F(HttpServerTest, DrainingRefusesNewRequestsAndReadyTurns503) {
