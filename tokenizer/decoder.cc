@@ -1,5 +1,6 @@
 #include "tokenizer/decoder.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "base/status_macros.h"
@@ -12,31 +13,35 @@ namespace {
 
 constexpr char kWhere[] = "tokenizer.json decoder";
 
+// A token made only of byte-level characters gives those bytes; any other token (an added token
+// such as "▁" spelled outside the byte alphabet) is taken as it is.
+void AppendByteLevelBytes(const std::string& token, std::string* bytes) {
+  const size_t mark = bytes->size();
+  size_t pos = 0;
+  while (pos < token.size()) {
+    const std::optional<uint8_t> b = ByteForByteLevelChar(DecodeUtf8(token, &pos));
+    if (!b) {
+      bytes->resize(mark);
+      *bytes += token;
+      return;
+    }
+    bytes->push_back(static_cast<char>(*b));
+  }
+}
+
 class ByteLevelDecoder : public Decoder {
  public:
   void DecodeChain(std::vector<std::string>* tokens) const override {
     std::string bytes;
-    for (const std::string& token : *tokens) {
-      // A token made only of byte characters gives those bytes; any other token (an added
-      // token such as "▁" spelled outside the byte alphabet) is taken as it is.
-      const size_t mark = bytes.size();
-      bool all_bytes = true;
-      size_t pos = 0;
-      while (pos < token.size()) {
-        const std::optional<uint8_t> b = ByteForByteLevelChar(DecodeUtf8(token, &pos));
-        if (!b) {
-          all_bytes = false;
-          break;
-        }
-        bytes.push_back(static_cast<char>(*b));
-      }
-      if (!all_bytes) {
-        bytes.resize(mark);
-        bytes += token;
-      }
-    }
+    for (const std::string& token : *tokens) AppendByteLevelBytes(token, &bytes);
     tokens->assign(1, ReplaceInvalidUtf8(bytes));
   }
+  std::string PieceBytes(std::string piece, bool) const override {
+    std::string bytes;
+    AppendByteLevelBytes(piece, &bytes);
+    return bytes;
+  }
+  bool fuses() const override { return true; }
 };
 
 class MetaspaceDecoder : public Decoder {
@@ -45,22 +50,27 @@ class MetaspaceDecoder : public Decoder {
       : replacement_(std::move(replacement)), strip_first_(strip_first) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
-      std::string& t = (*tokens)[i];
-      std::string out;
-      size_t pos = 0;
-      while (pos < t.size()) {
-        if (t.compare(pos, replacement_.size(), replacement_) == 0) {
-          if (!(i == 0 && strip_first_)) out.push_back(' ');
-          pos += replacement_.size();
-        } else {
-          out.push_back(t[pos++]);
-        }
-      }
-      t = std::move(out);
+      (*tokens)[i] = Spaces((*tokens)[i], i == 0 && strip_first_);
     }
   }
+  std::string PieceBytes(std::string piece, bool) const override { return Spaces(piece, false); }
 
  private:
+  // The replacement characters of `t` as spaces (dropped with `strip`).
+  std::string Spaces(const std::string& t, bool strip) const {
+    std::string out;
+    size_t pos = 0;
+    while (pos < t.size()) {
+      if (t.compare(pos, replacement_.size(), replacement_) == 0) {
+        if (!strip) out.push_back(' ');
+        pos += replacement_.size();
+      } else {
+        out.push_back(t[pos++]);
+      }
+    }
+    return out;
+  }
+
   std::string replacement_;
   bool strip_first_;
 };
@@ -70,24 +80,28 @@ class ReplaceDecoder : public Decoder {
   ReplaceDecoder(std::unique_ptr<Regex> pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
-    std::vector<MatchRange> matches;
-    for (std::string& t : *tokens) {
-      matches.clear();
-      pattern_->FindAll(t, &matches);
-      if (matches.empty()) continue;
-      std::string out;
-      size_t prev = 0;
-      for (const MatchRange& m : matches) {
-        out.append(t, prev, m.begin - prev);
-        out += content_;
-        prev = m.end;
-      }
-      out.append(t, prev, std::string::npos);
-      t = std::move(out);
-    }
+    for (std::string& t : *tokens) t = Replaced(std::move(t));
+  }
+  std::string PieceBytes(std::string piece, bool) const override {
+    return Replaced(std::move(piece));
   }
 
  private:
+  std::string Replaced(std::string t) const {
+    std::vector<MatchRange> matches;
+    pattern_->FindAll(t, &matches);
+    if (matches.empty()) return t;
+    std::string out;
+    size_t prev = 0;
+    for (const MatchRange& m : matches) {
+      out.append(t, prev, m.begin - prev);
+      out += content_;
+      prev = m.end;
+    }
+    out.append(t, prev, std::string::npos);
+    return out;
+  }
+
   std::unique_ptr<Regex> pattern_;
   std::string content_;
 };
@@ -135,6 +149,11 @@ class ByteFallbackDecoder : public Decoder {
     flush();
     *tokens = std::move(out);
   }
+  std::string PieceBytes(std::string piece, bool) const override {
+    if (std::optional<uint8_t> b = ParseByteToken(piece))
+      return std::string(1, static_cast<char>(*b));
+    return piece;
+  }
 };
 
 class FuseDecoder : public Decoder {
@@ -144,6 +163,8 @@ class FuseDecoder : public Decoder {
     for (const std::string& t : *tokens) all += t;
     tokens->assign(1, std::move(all));
   }
+  std::string PieceBytes(std::string piece, bool) const override { return piece; }
+  bool fuses() const override { return true; }
 };
 
 class StripDecoder : public Decoder {
@@ -151,34 +172,42 @@ class StripDecoder : public Decoder {
   StripDecoder(char32_t content, size_t start, size_t stop)
       : content_(content), start_(start), stop_(stop) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
-    for (std::string& t : *tokens) {
-      std::vector<size_t> starts;  // byte offset of each character
-      for (size_t pos = 0; pos < t.size();) {
-        starts.push_back(pos);
-        DecodeUtf8(t, &pos);
-      }
-      auto char_at = [&](size_t i) {
-        size_t p = starts[i];
-        return DecodeUtf8(t, &p);
-      };
-      size_t cut_begin = 0;
-      for (size_t i = 0; i < start_ && i < starts.size() && char_at(i) == content_; ++i) {
-        cut_begin = i + 1;
-      }
-      size_t cut_end = starts.size();
-      for (size_t i = 0; i < stop_ && i < starts.size(); ++i) {
-        const size_t index = starts.size() - i - 1;
-        if (char_at(index) != content_) break;
-        cut_end = index;
-      }
-      if (cut_end < cut_begin) cut_end = cut_begin;
-      const size_t b = cut_begin < starts.size() ? starts[cut_begin] : t.size();
-      const size_t e = cut_end < starts.size() ? starts[cut_end] : t.size();
-      t = t.substr(b, e - b);
-    }
+    for (std::string& t : *tokens) Strip(&t);
+  }
+  // After a Fuse it strips the ends of the whole text, not of a token inside it.
+  std::string PieceBytes(std::string piece, bool after_fuse) const override {
+    if (!after_fuse) Strip(&piece);
+    return piece;
   }
 
  private:
+  void Strip(std::string* token) const {
+    std::string& t = *token;
+    std::vector<size_t> starts;  // byte offset of each character
+    for (size_t pos = 0; pos < t.size();) {
+      starts.push_back(pos);
+      DecodeUtf8(t, &pos);
+    }
+    auto char_at = [&](size_t i) {
+      size_t p = starts[i];
+      return DecodeUtf8(t, &p);
+    };
+    size_t cut_begin = 0;
+    for (size_t i = 0; i < start_ && i < starts.size() && char_at(i) == content_; ++i) {
+      cut_begin = i + 1;
+    }
+    size_t cut_end = starts.size();
+    for (size_t i = 0; i < stop_ && i < starts.size(); ++i) {
+      const size_t index = starts.size() - i - 1;
+      if (char_at(index) != content_) break;
+      cut_end = index;
+    }
+    if (cut_end < cut_begin) cut_end = cut_begin;
+    const size_t b = cut_begin < starts.size() ? starts[cut_begin] : t.size();
+    const size_t e = cut_end < starts.size() ? starts[cut_end] : t.size();
+    t = t.substr(b, e - b);
+  }
+
   char32_t content_;
   size_t start_;
   size_t stop_;
@@ -190,6 +219,16 @@ class SequenceDecoder : public Decoder {
       : steps_(std::move(steps)) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (const auto& step : steps_) step->DecodeChain(tokens);
+  }
+  std::string PieceBytes(std::string piece, bool after_fuse) const override {
+    for (const auto& step : steps_) {
+      piece = step->PieceBytes(std::move(piece), after_fuse);
+      after_fuse = after_fuse || step->fuses();
+    }
+    return piece;
+  }
+  bool fuses() const override {
+    return std::any_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->fuses(); });
   }
 
  private:

@@ -172,6 +172,14 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
   return out;
 }
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  if (const AddedToken* added = added_.FindById(id)) return added->content;
+  const std::string* token = model_->IdToToken(id);
+  if (token == nullptr) return "";
+  if (decoder_ == nullptr) return " " + *token;  // tokens are joined with spaces
+  return decoder_->PieceBytes(*token, /*after_fuse=*/false);
+}
+
 std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
   if (std::optional<int32_t> id = added_.FindByContent(token)) return id;
   return model_->TokenToId(token);

@@ -41,6 +41,10 @@ class Tokenizer {
   // The token string of `id` (added tokens first, then the model's), if any.
   std::optional<std::string_view> IdToToken(int32_t id) const;
   bool IsSpecial(int32_t id) const;
+  // The bytes token `id` adds to decoded text when it is not the text's first token: raw bytes,
+  // so a token holding part of a character gives that part (Decode would write U+FFFD). An added
+  // token gives its content. Empty for an id that names no token.
+  std::string TokenBytes(int32_t id) const;
 
   // One past the largest id: the size a model's embedding table must have.
   int32_t vocab_size() const { return vocab_size_; }

@@ -428,3 +428,52 @@ TEST(TokenizerTest, RandomInputNeverCrashes) {
 
 }  // namespace
 }  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// TokenBytes is what a token adds to the decoded text after the first token: the text of
+// [first, ids...] is the first token's text followed by the ids' bytes whenever those bytes are
+// whole characters (so that Decode replaces nothing). Byte tokens give their raw byte.
+TEST(TokenizerTest, TokenBytesAreWhatATokenAddsToTheText) {
+  std::mt19937 rng(99);
+  for (const std::string name : {"gpt2", "mistral_v1", "mistral_v1_metaspace", "qwen_style"}) {
+    SCOPED_TRACE(name);
+    auto tokenizer = MustLoad(name);
+    ASSERT_NE(tokenizer, nullptr);
+    auto plain_id = [&] {
+      while (true) {
+        const auto id = static_cast<int32_t>(rng() % tokenizer->vocab_size());
+        if (!tokenizer->IsSpecial(id)) return id;
+      }
+    };
+    int checked = 0;
+    for (int round = 0; round < 3000; ++round) {
+      std::vector<int32_t> ids = {plain_id()};
+      std::string tail;
+      const int more = 1 + static_cast<int>(rng() % 5);
+      for (int k = 0; k < more; ++k) {
+        ids.push_back(plain_id());
+        tail += tokenizer->TokenBytes(ids.back());
+      }
+      const std::string first = *tokenizer->Decode({ids.data(), 1}, false);
+      if (!IsValidUtf8(tail) || !IsValidUtf8(tokenizer->TokenBytes(ids[0]))) continue;
+      ASSERT_EQ(*tokenizer->Decode(ids, false), first + tail) << "ids from " << ids[1];
+      ++checked;
+    }
+    EXPECT_GT(checked, 1000);
+  }
+  auto mistral = MustLoad("mistral_v1");
+  ASSERT_NE(mistral, nullptr);
+  EXPECT_EQ(mistral->TokenBytes(*mistral->TokenToId("<0xE2>")), "\xE2");
+  EXPECT_EQ(mistral->TokenBytes(*mistral->TokenToId("\u2581the")), " the");
+  EXPECT_EQ(mistral->TokenBytes(*mistral->TokenToId("</s>")), "</s>");
+  auto gpt2 = MustLoad("gpt2");
+  ASSERT_NE(gpt2, nullptr);
+  EXPECT_EQ(gpt2->TokenBytes(*gpt2->TokenToId("\u0120the")), " the");
+  EXPECT_EQ(gpt2->TokenBytes(*gpt2->TokenToId("\u00e2")), "\xE2");  // half of a character
+  EXPECT_EQ(gpt2->TokenBytes(-1), "");
+}
+
+}  // namespace
+}  // namespace ridge
