@@ -28,16 +28,23 @@ class ServerProcess {
  public:
   // Starts `binary serve ARGS... --http-port 0` with its output in `log`; returns null (and
   // the log in *error) when it does not become ready within `timeout`. `ready` asks the server
-  // on its port (default: plain HTTP GET /ready answers 200).
+  // on its port (default: plain HTTP GET /ready answers 200, each try given 2 s, so that one
+  // lost connection cannot use up the whole wait; the last answer goes into *error).
   static std::unique_ptr<ServerProcess> Start(
       const std::string& binary, const std::vector<std::string>& args,
       const std::filesystem::path& log, std::string* error,
       std::chrono::seconds timeout = std::chrono::seconds(60),
       std::function<bool(int port)> ready = nullptr) {
+    std::string last_answer = "none";
     if (!ready) {
-      ready = [](int port) {
+      ready = [&last_answer](int port) {
         httplib::Client client("127.0.0.1", port);
+        client.set_connection_timeout(2, 0);
+        client.set_read_timeout(2, 0);
+        client.set_write_timeout(2, 0);
         auto answer = client.Get("/ready");
+        last_answer = answer ? "HTTP " + std::to_string(answer->status) + " " + answer->body
+                             : "no answer: " + httplib::to_string(answer.error());
         return answer && answer->status == 200;
       };
     }
@@ -73,7 +80,7 @@ class ServerProcess {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    *error = "server not ready in time:\n" + server->Log();
+    *error = "server not ready in time (last /ready: " + last_answer + "):\n" + server->Log();
     return nullptr;
   }
 
