@@ -80,7 +80,8 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request, std::shared_ptr<
   absl::Status status = Validate(request);
   absl::StatusOr<Sampler> sampler = absl::UnknownError("unset");
   if (status.ok()) {
-    sampler = Sampler::Create(request.sampling, static_cast<int32_t>(backend_->spec().vocab_size));
+    sampler = Sampler::Create(request.sampling, static_cast<int32_t>(backend_->spec().vocab_size),
+                              OutputEndTokens(backend_->spec().eos_token_ids, request.sampling));
     status = sampler.status();
   }
   std::unique_lock<std::mutex> lock(mutex_);

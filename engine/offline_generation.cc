@@ -96,7 +96,8 @@ absl::StatusOr<std::vector<GenerationResult>> GenerateOffline(
           request.sampling.max_tokens, ") is more than the model's context of ",
           spec.max_position_embeddings, " tokens (max_position_embeddings)"));
     }
-    auto sampler = Sampler::Create(request.sampling, vocab);
+    auto sampler = Sampler::Create(request.sampling, vocab,
+                                   OutputEndTokens(spec.eos_token_ids, request.sampling));
     if (!sampler.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("request ", i, ": ", sampler.status().message()));

@@ -34,4 +34,13 @@ const char* FinishReasonName(FinishReason reason) {
   return "error";
 }
 
+std::vector<int32_t> OutputEndTokens(const std::vector<int64_t>& eos_token_ids,
+                                     const SamplingParams& sampling) {
+  std::vector<int32_t> ends = sampling.stop_token_ids;
+  if (!sampling.ignore_eos) {
+    for (int64_t id : eos_token_ids) ends.push_back(static_cast<int32_t>(id));
+  }
+  return ends;
+}
+
 }  // namespace ridge

@@ -77,8 +77,25 @@ float LogProb(float logit, const LogSoftmaxNormalizer& norm) {
 
 }  // namespace
 
-absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vocab_size) {
+absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vocab_size,
+                                        std::span<const int32_t> end_ids) {
   RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size));
+  std::unique_ptr<JsonConstraint> json;
+  if (params.json_output != nullptr) {
+    if (end_ids.empty()) {
+      return absl::InvalidArgumentError(
+          "JSON output needs a token that ends it (an end-of-sequence or stop token), and this "
+          "request has none (ignore_eos is set, or the model names no end-of-sequence token)");
+    }
+    for (int32_t id : end_ids) {
+      if (id < 0 || id >= vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("JSON output: the end token ", id, " is outside the vocabulary"));
+      }
+    }
+    json = std::make_unique<JsonConstraint>(params.json_output,
+                                            std::vector<int32_t>(end_ids.begin(), end_ids.end()));
+  }
   uint64_t seed;
   if (params.seed.has_value()) {
     seed = *params.seed;
@@ -86,11 +103,12 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
     std::random_device device;  // Yields 32 bits per call.
     seed = (static_cast<uint64_t>(device()) << 32) | device();
   }
-  return Sampler(params, vocab_size, seed);
+  return Sampler(params, vocab_size, seed, std::move(json));
 }
 
-Sampler::Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed)
-    : params_(params), vocab_size_(vocab_size), rng_(seed) {}
+Sampler::Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed,
+                 std::unique_ptr<JsonConstraint> json)
+    : params_(params), vocab_size_(vocab_size), rng_(seed), json_(std::move(json)) {}
 
 void Sampler::EnsureScratch() {
   if (!token_marks_.empty()) return;
@@ -108,8 +126,18 @@ int32_t Sampler::SampleWithUniform(std::span<const float> logits,
   std::transform(logits.begin(), logits.end(), logits_.begin(), NanToNegativeInf);
   for (const auto& [token, bias] : params_.logit_bias) logits_[token] += bias;
   ApplyPenalties(logits_, prompt_tokens, generated_tokens);
-  if (params_.temperature == 0.0f) return GreedyToken(logits_);
-  return SampleAtTemperature(uniform);
+  if (json_ == nullptr) {
+    if (params_.temperature == 0.0f) return GreedyToken(logits_);
+    return SampleAtTemperature(uniform);
+  }
+  const int32_t lowest_allowed = json_->MaskLogits(logits_);
+  int32_t token = lowest_allowed;
+  if (*std::max_element(logits_.begin(), logits_.end()) > -kInf) {  // else every allowed is -inf
+    token = params_.temperature == 0.0f ? GreedyToken(logits_) : SampleAtTemperature(uniform);
+  }
+  RIDGE_CHECK(token >= 0);  // JsonVocabulary::Create made sure a token always fits
+  json_->Accept(token);
+  return token;
 }
 
 void Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sampling/json_constraint.h"
 #include "sampling/sampling_params.h"
 
 namespace ridge {
@@ -27,7 +28,11 @@ class Sampler {
   // specified, no library distribution is used, and the draw walks token ids in order, not in
   // whatever order a selection algorithm left them); without it, the sampler is seeded from
   // std::random_device.
-  static absl::StatusOr<Sampler> Create(const SamplingParams& params, int32_t vocab_size);
+  // With params.json_output, `end_ids` are the tokens that may end the output once the object is
+  // complete (the model's end-of-sequence tokens and the request's stop tokens); none is an
+  // error then.
+  static absl::StatusOr<Sampler> Create(const SamplingParams& params, int32_t vocab_size,
+                                        std::span<const int32_t> end_ids = {});
 
   // Picks the next token. `logits` has vocab_size entries; token ids must be in [0, vocab_size)
   // (the engine validates prompts on admission, so a bad id here is a bug and aborts).
@@ -57,19 +62,25 @@ class Sampler {
                       std::span<const int32_t> generated_tokens);
 
   // True when Sample is a plain argmax of the logits (temperature 0, no penalties, no logit
-  // bias): a backend can then pick the token itself without sending the logits anywhere.
+  // bias, no JSON constraint): a backend can then pick the token itself without sending the
+  // logits anywhere.
   bool IsPlainArgmax() const {
     return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f &&
            params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f &&
-           params_.logit_bias.empty();
+           params_.logit_bias.empty() && json_ == nullptr;
   }
-  bool HasLogitBias() const { return !params_.logit_bias.empty(); }
+  // True when only the host can pick (a logit bias, or the JSON constraint's mask, which
+  // a device's sampler does not apply): a backend then hands the logits to Sample.
+  bool NeedsHostLogits() const { return !params_.logit_bias.empty() || json_ != nullptr; }
+  // The JSON constraint's state, if the output is constrained.
+  const JsonConstraint* json_constraint() const { return json_.get(); }
 
   const SamplingParams& params() const { return params_; }
   int32_t vocab_size() const { return vocab_size_; }
 
  private:
-  Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed);
+  Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed,
+          std::unique_ptr<JsonConstraint> json);
 
   // Uniform in [0, 1) with 53 random bits, computed here so that no standard library
   // distribution (whose algorithms differ between implementations) is involved.
@@ -85,6 +96,7 @@ class Sampler {
   SamplingParams params_;
   int32_t vocab_size_;
   std::mt19937_64 rng_;
+  std::unique_ptr<JsonConstraint> json_;  // null when unconstrained
 
   // Scratch, vocab_size entries each once allocated (empty before the first call), reused by
   // every call.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/check.h"
+#include "sampling/json_constraint.h"
 
 namespace ridge {
 namespace {
@@ -79,6 +80,11 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
       return OutOfRange(absl::StrCat("stop_token_ids[", i, "]"),
                         absl::StrCat("a token id in [0, ", vocab_size, ")"), id);
     }
+  }
+  if (params.json_output != nullptr && params.json_output->vocab_size() != vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("JSON output: its vocabulary has ",
+                                                   params.json_output->vocab_size(),
+                                                   " tokens, the model ", vocab_size));
   }
   return absl::OkStatus();
 }

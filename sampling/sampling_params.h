@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "absl/status/status.h"
 
 namespace ridge {
+
+class JsonVocabulary;
 
 struct SamplingParams {
   int32_t max_tokens = 16;
@@ -26,6 +29,9 @@ struct SamplingParams {
   // OpenAI's logit_bias: added to the named tokens' logits before the penalties and the
   // temperature (+-100 all but forces or bans a token). Ids distinct, biases in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias = {};
+  // Set: the output is constrained to one JSON object (response_format json_object), then ends
+  // (sampling/json_constraint.h); the vocabulary's bytes, shared by every such request.
+  std::shared_ptr<const JsonVocabulary> json_output = nullptr;
 };
 
 inline constexpr size_t kMaxLogitBiasEntries = 1024;

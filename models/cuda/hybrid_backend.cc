@@ -502,9 +502,9 @@ absl::Status CudaHybridBackend::ForwardSample(std::span<const SlotChunk> chunks,
     std::vector<int32_t> none;
     return ForwardGreedy(chunks, &none);
   }
-  // The device's sampler knows no logit bias: such a step samples on the host.
+  // The device's sampler knows no logit bias and no JSON mask: such a step samples on the host.
   if (std::any_of(picks.begin(), picks.end(), [](const TokenPick& p) {
-        return p.sampler != nullptr && p.sampler->HasLogitBias();
+        return p.sampler != nullptr && p.sampler->NeedsHostLogits();
       })) {
     return ModelBackend::ForwardSample(chunks, picks, picked);
   }

@@ -1,0 +1,163 @@
+#include "sampling/json_constraint.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+
+namespace ridge {
+namespace {
+
+// Whether `bytes` ends inside a character of several bytes (its last lead byte is followed by
+// fewer continuation bytes than it announces).
+bool EndsInsideACharacter(const std::string& bytes) {
+  int back = 0;  // continuation bytes at the end
+  for (size_t i = bytes.size(); i-- > 0;) {
+    const auto c = static_cast<uint8_t>(bytes[i]);
+    if ((c & 0xC0) != 0x80) {
+      const int length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      return back + 1 < length;
+    }
+    if (++back >= 4) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonVocabulary::Create(
+    std::span<const std::string> token_bytes) {
+  if (token_bytes.empty() ||
+      token_bytes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError("JSON output: the vocabulary is empty or too large");
+  }
+  std::shared_ptr<JsonVocabulary> v(new JsonVocabulary());
+  v->vocab_size_ = static_cast<int32_t>(token_bytes.size());
+  v->bytes_.assign(token_bytes.begin(), token_bytes.end());
+
+  // A constrained output must never find every token refused: each byte it may need next has a
+  // token of its own (the printable ASCII characters; the continuation bytes too when a token
+  // ends inside a character).
+  std::vector<bool> single(256, false);
+  bool split_characters = false;
+  for (const std::string& b : v->bytes_) {
+    if (b.size() == 1) single[static_cast<uint8_t>(b[0])] = true;
+    split_characters = split_characters || EndsInsideACharacter(b);
+  }
+  for (int c = 0x20; c < 0x7F; ++c) {
+    if (!single[c]) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "JSON output: no token of the vocabulary is the single character '%c' (0x%02X), which "
+          "JSON output may need; this tokenizer cannot be constrained to JSON",
+          static_cast<char>(c), c));
+    }
+  }
+  if (split_characters) {
+    for (int c = 0x80; c < 0xC0; ++c) {
+      if (!single[c]) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "JSON output: tokens end inside UTF-8 characters but no token is the byte 0x%02X "
+            "alone; this tokenizer cannot be constrained to JSON",
+            c));
+      }
+    }
+  }
+
+  // The trie, children contiguous: the non-empty token byte strings sorted, then each node's
+  // range of them split by the byte at its depth, breadth first.
+  std::vector<int32_t> order;
+  for (int32_t id = 0; id < v->vocab_size_; ++id) {
+    if (!v->bytes_[id].empty()) order.push_back(id);
+  }
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return v->bytes_[a] != v->bytes_[b] ? v->bytes_[a] < v->bytes_[b] : a < b;
+  });
+  struct Range {
+    uint32_t node;
+    size_t begin, end, depth;
+  };
+  std::vector<Range> queue = {{0, 0, order.size(), 0}};
+  v->nodes_.emplace_back();
+  for (size_t q = 0; q < queue.size(); ++q) {
+    const Range r = queue[q];
+    size_t i = r.begin;
+    // Sorted: the strings that end at this node come first.
+    const uint32_t first_token = static_cast<uint32_t>(v->tokens_.size());
+    while (i < r.end && v->bytes_[order[i]].size() == r.depth) v->tokens_.push_back(order[i++]);
+    v->nodes_[r.node].first_token = first_token;
+    v->nodes_[r.node].token_count = static_cast<uint32_t>(v->tokens_.size()) - first_token;
+    v->nodes_[r.node].first_child = static_cast<uint32_t>(v->nodes_.size());
+    while (i < r.end) {
+      const char byte = v->bytes_[order[i]][r.depth];
+      size_t j = i;
+      while (j < r.end && v->bytes_[order[j]][r.depth] == byte) ++j;
+      Node child;
+      child.byte = static_cast<uint8_t>(byte);
+      const auto index = static_cast<uint32_t>(v->nodes_.size());
+      v->nodes_.push_back(child);
+      ++v->nodes_[r.node].child_count;
+      queue.push_back({index, i, j, r.depth + 1});
+      i = j;
+    }
+  }
+  return std::shared_ptr<const JsonVocabulary>(std::move(v));
+}
+
+std::string_view JsonVocabulary::bytes(int32_t id) const {
+  RIDGE_CHECK(id >= 0 && id < vocab_size_);
+  return bytes_[id];
+}
+
+void JsonVocabulary::Allowed(const JsonByteState& state, std::vector<uint8_t>* allowed,
+                             std::vector<std::pair<uint32_t, JsonByteState>>* stack) const {
+  allowed->assign(vocab_size_, 0);
+  stack->clear();
+  const Node& root = nodes_[0];
+  for (uint32_t c = 0; c < root.child_count; ++c) stack->emplace_back(root.first_child + c, state);
+  while (!stack->empty()) {
+    auto [index, s] = stack->back();
+    stack->pop_back();
+    const Node& node = nodes_[index];
+    if (!s.Step(node.byte)) continue;  // nothing below can fit either
+    for (uint32_t t = 0; t < node.token_count; ++t) (*allowed)[tokens_[node.first_token + t]] = 1;
+    for (uint32_t c = 0; c < node.child_count; ++c) stack->emplace_back(node.first_child + c, s);
+  }
+}
+
+JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary,
+                               std::vector<int32_t> end_ids)
+    : vocabulary_(std::move(vocabulary)), end_ids_(std::move(end_ids)) {}
+
+int32_t JsonConstraint::MaskLogits(std::span<float> logits) {
+  RIDGE_CHECK(logits.size() == static_cast<size_t>(vocabulary_->vocab_size()));
+  if (state_.complete()) {
+    allowed_.assign(logits.size(), 0);
+  } else {
+    vocabulary_->Allowed(state_, &allowed_, &stack_);
+  }
+  // The end tokens: only once the object is complete (a special token has no bytes, but an end
+  // token that is text, such as a stop token, must not slip into the object either).
+  for (int32_t id : end_ids_) allowed_[id] = state_.complete() ? 1 : 0;
+  int32_t lowest = -1;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (allowed_[id] == 0) {
+      logits[id] = -std::numeric_limits<float>::infinity();
+    } else if (lowest < 0) {
+      lowest = static_cast<int32_t>(id);
+    }
+  }
+  return lowest;
+}
+
+void JsonConstraint::Accept(int32_t token) {
+  if (state_.complete()) return;  // an end token
+  for (char c : vocabulary_->bytes(token)) {
+    const bool fits = state_.Step(static_cast<uint8_t>(c));
+    RIDGE_CHECK(fits);  // MaskLogits allowed only tokens that fit
+  }
+}
+
+}  // namespace ridge

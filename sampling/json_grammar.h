@@ -1,0 +1,77 @@
+// JSON output a byte at a time (RFC 8259): whether a text can still become one JSON object, and
+// whether it is one already. The automaton behind response_format {"type": "json_object"}.
+//
+// Beyond the RFC, to keep a model from wandering: the top level is an object (OpenAI's JSON
+// mode), nothing follows it, nesting stops at kMaxJsonDepth, and a run of whitespace between
+// tokens stops at kMaxJsonWhitespaceRun bytes. Strings must be valid UTF-8 (no overlong forms,
+// no surrogates, nothing above U+10FFFF) without raw control characters; a \u escape takes any
+// four hex digits, as the RFC's grammar does.
+#pragma once
+
+#include <cstdint>
+
+namespace ridge {
+
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr int kMaxJsonWhitespaceRun = 48;
+
+// Trivially copyable and small (24 bytes): the vocabulary walk copies it at every trie node.
+class JsonByteState {
+ public:
+  // Takes byte `c`: true if the text so far plus `c` can still become a JSON object. On false
+  // the state is unspecified (callers step a copy).
+  bool Step(uint8_t c);
+  // The text so far is one whole JSON object.
+  bool complete() const { return mode_ == Mode::kDone; }
+
+ private:
+  enum class Mode : uint8_t {
+    kStart,        // before the top-level '{'
+    kObjectFirst,  // after '{': a key or '}'
+    kObjectKey,    // after ',' in an object: a key
+    kColon,        // after a key
+    kValue,        // after ':', or ',' in an array
+    kArrayFirst,   // after '[': a value or ']'
+    kAfterValue,   // after a value in a container: ',' or the container's end
+    kString,       // in a string (a key when in_key_)
+    kEscape,       // after '\' in a string
+    kUnicode,      // in \uXXXX: count_ hex digits to come
+    kUtf8,         // in a character of several bytes: count_ more, the next in [low_, high_]
+    kLiteral,      // in true, false or null: literal_, count_ bytes matched
+    kNumber,       // in a number, at number_
+    kDone,         // the object is complete
+  };
+  enum class Number : uint8_t {
+    kMinus,      // after '-': a digit
+    kZero,       // after a leading 0: '.', an exponent or the end
+    kInteger,    // in the integer digits
+    kDot,        // after '.': a digit
+    kFraction,   // in the fraction digits
+    kExponent,   // after 'e': a sign or a digit
+    kSign,       // after the exponent's sign: a digit
+    kExpDigits,  // in the exponent's digits
+  };
+
+  bool Whitespace();
+  bool BeginValue(uint8_t c);
+  bool BeginString(bool key);
+  bool StringByte(uint8_t c);
+  bool Open(bool object);
+  bool Close(bool object);
+  void EndValue();
+  bool AfterValue(uint8_t c);
+  bool NumberByte(uint8_t c);
+  bool top_is_object() const { return (containers_ >> (depth_ - 1)) & 1u; }
+
+  Mode mode_ = Mode::kStart;
+  Number number_ = Number::kMinus;
+  uint8_t literal_ = 0;  // 0 true, 1 false, 2 null
+  uint8_t count_ = 0;
+  uint8_t low_ = 0, high_ = 0;
+  uint8_t whitespace_run_ = 0;
+  bool in_key_ = false;
+  uint8_t depth_ = 0;        // open containers
+  uint64_t containers_ = 0;  // bit d: the container at depth d + 1 is an object
+};
+
+}  // namespace ridge

@@ -1,0 +1,219 @@
+// JSON-constrained decoding: the byte automaton agrees with Python's json module on every case of
+// tests/data/json/cases.json (made by tools/reference/make_json_cases.py); the vocabulary trie's
+// mask equals stepping every token's bytes one by one, in states met along real JSON texts; a
+// constrained sampler on random logits always writes one JSON object (parsed by nlohmann::json)
+// and then an end token, and nothing else; vocabularies that could stall are refused.
+#include "sampling/json_constraint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/escaping.h"
+#include "nlohmann/json.hpp"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ridge {
+namespace {
+
+const std::filesystem::path kData = RIDGE_TEST_DATA_DIR;
+
+struct Case {
+  std::string text;
+  bool object = false;
+};
+
+std::vector<Case> LoadCases() {
+  std::ifstream in(kData / "json" / "cases.json");
+  const nlohmann::json file = nlohmann::json::parse(in);
+  std::vector<Case> cases;
+  for (const auto& c : file.at("cases")) {
+    cases.push_back({absl::HexStringToBytes(c.at("text").get<std::string>()), c.at("object")});
+  }
+  return cases;
+}
+
+// Whether the automaton takes every byte and ends complete.
+bool IsObject(const std::string& text) {
+  JsonByteState state;
+  for (char c : text) {
+    if (!state.Step(static_cast<uint8_t>(c))) return false;
+  }
+  return state.complete();
+}
+
+TEST(JsonGrammarTest, AgreesWithPythonsJsonModule) {
+  const std::vector<Case> cases = LoadCases();
+  ASSERT_GT(cases.size(), 800u);
+  int objects = 0;
+  for (const Case& c : cases) {
+    EXPECT_EQ(IsObject(c.text), c.object) << absl::CEscape(c.text);
+    objects += c.object;
+  }
+  EXPECT_GT(objects, 400);
+  EXPECT_LT(objects, static_cast<int>(cases.size()) - 200);
+}
+
+// The bytes of every token of a real tokenizer (special tokens none), and `extra` ids past it
+// with none, as a model's padded vocabulary has.
+std::vector<std::string> TokenBytes(const std::string& tokenizer_name, int extra) {
+  auto tokenizer = Tokenizer::Load(kData / "tokenizer" / tokenizer_name);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  std::vector<std::string> bytes;
+  for (int32_t id = 0; id < (*tokenizer)->vocab_size(); ++id) {
+    bytes.push_back((*tokenizer)->IsSpecial(id) ? "" : (*tokenizer)->TokenBytes(id));
+  }
+  bytes.resize(bytes.size() + extra);
+  return bytes;
+}
+
+TEST(JsonVocabularyTest, TheTrieMaskIsEveryTokenSteppedAlone) {
+  for (const std::string name : {"qwen_style", "mistral_v1"}) {
+    SCOPED_TRACE(name);
+    const std::vector<std::string> bytes = TokenBytes(name, 13);
+    auto vocabulary = JsonVocabulary::Create(bytes);
+    ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
+    std::vector<uint8_t> allowed;
+    std::vector<std::pair<uint32_t, JsonByteState>> stack;
+    int compared = 0, strictly_between = 0;
+    const std::vector<Case> cases = LoadCases();
+    for (size_t k = 0; k < cases.size() && compared < 400; k += 7) {
+      if (!cases[k].object) continue;
+      JsonByteState state;
+      for (size_t i = 0; i < cases[k].text.size(); ++i) {
+        if (i % 5 == 0) {
+          (*vocabulary)->Allowed(state, &allowed, &stack);
+          int count = 0;
+          for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
+            JsonByteState s = state;
+            bool fits = !bytes[id].empty();
+            for (size_t b = 0; fits && b < bytes[id].size(); ++b) {
+              fits = s.Step(static_cast<uint8_t>(bytes[id][b]));
+            }
+            ASSERT_EQ(allowed[id] != 0, fits)
+                << "token " << id << " after " << absl::CEscape(cases[k].text.substr(0, i));
+            count += fits;
+          }
+          ++compared;
+          strictly_between += count > 0 && count < static_cast<int>(bytes.size()) - 13;
+        }
+        ASSERT_TRUE(state.Step(static_cast<uint8_t>(cases[k].text[i])));
+      }
+    }
+    EXPECT_GE(compared, 200);
+    EXPECT_GE(strictly_between, compared / 2);  // states that allow some tokens and refuse others
+  }
+}
+
+TEST(JsonVocabularyTest, RefusesVocabulariesThatCouldStall) {
+  std::vector<std::string> bytes;
+  for (int c = 0x20; c < 0x7F; ++c) bytes.push_back(std::string(1, static_cast<char>(c)));
+  EXPECT_TRUE(JsonVocabulary::Create(bytes).ok());
+  std::vector<std::string> no_brace = bytes;
+  no_brace['}' - 0x20] = "}}";
+  const auto refused = JsonVocabulary::Create(no_brace);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'}'"), std::string::npos) << refused.status();
+  // A token that ends inside a character needs the continuation bytes alone.
+  std::vector<std::string> split = bytes;
+  split.push_back("\xC3");
+  const auto split_refused = JsonVocabulary::Create(split);
+  ASSERT_FALSE(split_refused.ok());
+  EXPECT_NE(split_refused.status().message().find("0x80"), std::string::npos);
+  for (int c = 0x80; c < 0xC0; ++c) split.push_back(std::string(1, static_cast<char>(c)));
+  EXPECT_TRUE(JsonVocabulary::Create(split).ok());
+  EXPECT_TRUE(JsonVocabulary::Create({bytes.data(), 1}).status().message().find("'!'") !=
+              std::string::npos);
+}
+
+// Random logits, a little in favour of the tokens that end strings and containers so that the
+// outputs end within the steps given. Every output is one JSON object and then the end token.
+TEST(JsonSamplerTest, ARandomModelWritesOneJsonObjectThenEnds) {
+  const std::vector<std::string> bytes = TokenBytes("qwen_style", 13);
+  auto vocabulary = JsonVocabulary::Create(bytes);
+  ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
+  const auto vocab = static_cast<int32_t>(bytes.size());
+  const int32_t end = vocab - 1;  // a special token past the text's: no bytes of its own
+  std::vector<float> favour(vocab, 0.0f);
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (bytes[id].find_first_of("\"}]") != std::string::npos) favour[id] = 4.0f;
+  }
+  int finished = 0;
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    SamplingParams params;
+    params.temperature = seed % 3 == 0 ? 0.0f : 1.0f;  // greedy on fresh random logits too
+    params.seed = seed;
+    params.json_output = *vocabulary;
+    auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+    ASSERT_TRUE(sampler.ok()) << sampler.status();
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> logits(vocab);
+    std::string text;
+    bool ended = false;
+    for (int step = 0; step < 4000 && !ended; ++step) {
+      for (int32_t id = 0; id < vocab; ++id) logits[id] = normal(rng) + favour[id];
+      logits[end] = 50.0f;  // the model wants to stop all along: refused until the object ends
+      const int32_t token = sampler->Sample(logits, {}, {});
+      if (token == end) {
+        ended = true;
+      } else {
+        text += bytes[token];
+      }
+    }
+    if (!ended) {  // still within an object: what there is can become one
+      EXPECT_FALSE(sampler->json_constraint()->complete());
+      continue;
+    }
+    ++finished;
+    SCOPED_TRACE(text);
+    const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(parsed.is_discarded());
+    EXPECT_TRUE(parsed.is_object());
+    EXPECT_TRUE(IsObject(text));
+  }
+  EXPECT_GE(finished, 18);
+}
+
+TEST(JsonSamplerTest, OnlyAnEndTokenFollowsTheObjectAndNoneComesBefore) {
+  std::vector<std::string> bytes;
+  for (int c = 0x20; c < 0x7F; ++c) bytes.push_back(std::string(1, static_cast<char>(c)));
+  bytes.push_back("{}");
+  bytes.push_back("");  // the end-of-sequence token
+  const auto vocab = static_cast<int32_t>(bytes.size());
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.json_output = *JsonVocabulary::Create(bytes);
+  EXPECT_FALSE(Sampler::Create(params, vocab).ok());  // nothing could end it
+  params.stop_token_ids = {'A' - 0x20};  // a stop token that is text: only after the object
+  auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{vocab - 1, 'A' - 0x20});
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  EXPECT_FALSE(sampler->IsPlainArgmax());
+  EXPECT_TRUE(sampler->NeedsHostLogits());
+  std::vector<float> logits(vocab, 0.0f);
+  logits[vocab - 1] = 10.0f;  // the end, wanted first
+  logits['A' - 0x20] = 9.0f;
+  logits[vocab - 2] = 1.0f;  // "{}"
+  EXPECT_EQ(sampler->Sample(logits, {}, {}), vocab - 2);
+  EXPECT_TRUE(sampler->json_constraint()->complete());
+  EXPECT_EQ(sampler->Sample(logits, {}, {}), vocab - 1);
+  logits[vocab - 1] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sampler->Sample(logits, {}, {}), 'A' - 0x20);
+  // Every allowed logit -inf: the lowest allowed token, never a refused one.
+  std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
+  auto fresh = Sampler::Create(params, vocab, std::vector<int32_t>{vocab - 1});
+  EXPECT_EQ(fresh->Sample(logits, {}, {}), ' ' - 0x20);
+  // A vocabulary of another size is refused by name.
+  EXPECT_NE(Sampler::Create(params, vocab + 1, std::vector<int32_t>{0})
+                .status()
+                .message()
+                .find("JSON output"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ridge
