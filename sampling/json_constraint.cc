@@ -127,29 +127,72 @@ void JsonVocabulary::Allowed(const JsonByteState& state, std::vector<uint8_t>* a
   }
 }
 
+std::shared_ptr<const JsonVocabulary::TokenBits> JsonVocabulary::AllowedBits(
+    const JsonByteState& state) const {
+  const JsonStateKey key = state.key();
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    for (CachedMask& entry : cache_) {
+      if (entry.key == key) {
+        entry.last_use = ++uses_;
+        return entry.bits;
+      }
+    }
+  }
+  std::vector<uint8_t> allowed;
+  std::vector<std::pair<uint32_t, JsonByteState>> stack;
+  Allowed(state, &allowed, &stack);
+  auto bits = std::make_shared<TokenBits>((vocab_size_ + 63) / 64, 0);
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    if (allowed[id] != 0) (*bits)[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (cache_.size() < kCachedStates) {
+    cache_.push_back({key, bits, ++uses_});
+  } else {
+    auto oldest = std::min_element(cache_.begin(), cache_.end(), [](const auto& a, const auto& b) {
+      return a.last_use < b.last_use;
+    });
+    *oldest = {key, bits, ++uses_};
+  }
+  return bits;
+}
+
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary,
                                std::vector<int32_t> end_ids)
     : vocabulary_(std::move(vocabulary)), end_ids_(std::move(end_ids)) {}
 
 int32_t JsonConstraint::MaskLogits(std::span<float> logits) {
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocabulary_->vocab_size()));
-  if (state_.complete()) {
-    allowed_.assign(logits.size(), 0);
-  } else {
-    vocabulary_->Allowed(state_, &allowed_, &stack_);
+  constexpr float kRefused = -std::numeric_limits<float>::infinity();
+  if (state_.complete()) {  // only an end token: they keep their logits, the rest are refused
+    std::vector<float> end_logits;
+    for (int32_t id : end_ids_) end_logits.push_back(logits[id]);
+    std::fill(logits.begin(), logits.end(), kRefused);
+    for (size_t i = 0; i < end_ids_.size(); ++i) logits[end_ids_[i]] = end_logits[i];
+    return *std::min_element(end_ids_.begin(), end_ids_.end());
   }
-  // The end tokens: only once the object is complete (a special token has no bytes, but an end
-  // token that is text, such as a stop token, must not slip into the object either).
-  for (int32_t id : end_ids_) allowed_[id] = state_.complete() ? 1 : 0;
-  int32_t lowest = -1;
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (allowed_[id] == 0) {
-      logits[id] = -std::numeric_limits<float>::infinity();
-    } else if (lowest < 0) {
-      lowest = static_cast<int32_t>(id);
+  const std::shared_ptr<const JsonVocabulary::TokenBits> bits = vocabulary_->AllowedBits(state_);
+  const auto allowed = [&](size_t id) { return (((*bits)[id / 64] >> (id % 64)) & 1u) != 0; };
+  for (size_t word = 0; word < bits->size(); ++word) {
+    const size_t begin = word * 64, end = std::min(begin + 64, logits.size());
+    if ((*bits)[word] == 0) {
+      std::fill(logits.begin() + begin, logits.begin() + end, kRefused);
+      continue;
+    }
+    for (size_t id = begin; id < end; ++id) {
+      if (!allowed(id)) logits[id] = kRefused;
     }
   }
-  return lowest;
+  // Not before the object is complete: a special token has no bytes, but an end token that is
+  // text (a stop token) must not slip into the object either.
+  for (int32_t id : end_ids_) logits[id] = kRefused;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (allowed(id) && std::find(end_ids_.begin(), end_ids_.end(), id) == end_ids_.end()) {
+      return static_cast<int32_t>(id);
+    }
+  }
+  return -1;
 }
 
 void JsonConstraint::Accept(int32_t token) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -31,11 +32,20 @@ class JsonVocabulary {
       std::span<const std::string> token_bytes);
 
   int32_t vocab_size() const { return vocab_size_; }
+  size_t trie_nodes() const { return nodes_.size(); }
 
   // allowed[id] = 1 for every token whose bytes `state` can take in full, else 0 (resized to the
   // vocabulary). `stack` is scratch, reused between calls.
   void Allowed(const JsonByteState& state, std::vector<uint8_t>* allowed,
                std::vector<std::pair<uint32_t, JsonByteState>>* stack) const;
+
+  // The same as bits (bit id % 64 of word id / 64), remembered for the kCachedStates states used
+  // last, by every request: an output revisits few states (inside a string the state does not
+  // change from token to token), and a walk of a 150K vocabulary's trie takes milliseconds.
+  // Thread-safe.
+  using TokenBits = std::vector<uint64_t>;
+  static constexpr size_t kCachedStates = 256;
+  std::shared_ptr<const TokenBits> AllowedBits(const JsonByteState& state) const;
 
   // The bytes of token `id` (empty if it is never allowed).
   std::string_view bytes(int32_t id) const;
@@ -52,7 +62,16 @@ class JsonVocabulary {
 
   JsonVocabulary() = default;
 
+  struct CachedMask {
+    JsonStateKey key;
+    std::shared_ptr<const TokenBits> bits;
+    uint64_t last_use = 0;
+  };
+
   int32_t vocab_size_ = 0;
+  mutable std::mutex cache_mutex_;
+  mutable std::vector<CachedMask> cache_;  // guarded by cache_mutex_
+  mutable uint64_t uses_ = 0;              // guarded by cache_mutex_
   std::vector<Node> nodes_;
   std::vector<int32_t> tokens_;
   std::vector<std::string> bytes_;
@@ -78,8 +97,6 @@ class JsonConstraint {
   std::shared_ptr<const JsonVocabulary> vocabulary_;
   std::vector<int32_t> end_ids_;
   JsonByteState state_;
-  std::vector<uint8_t> allowed_;
-  std::vector<std::pair<uint32_t, JsonByteState>> stack_;
 };
 
 }  // namespace ridge

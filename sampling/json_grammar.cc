@@ -73,6 +73,24 @@ bool JsonByteState::Step(uint8_t c) {
   }
 }
 
+JsonStateKey JsonByteState::key() const {
+  const bool in_string = mode_ == Mode::kString || mode_ == Mode::kEscape ||
+                         mode_ == Mode::kUnicode || mode_ == Mode::kUtf8;
+  const bool between_tokens = mode_ <= Mode::kAfterValue;
+  const bool counting = mode_ == Mode::kUnicode || mode_ == Mode::kUtf8 || mode_ == Mode::kLiteral;
+  JsonStateKey k;
+  k.containers = depth_ == 64 ? containers_ : containers_ & ((uint64_t{1} << depth_) - 1);
+  k.fields = static_cast<uint64_t>(mode_) | static_cast<uint64_t>(depth_) << 8 |
+             (mode_ == Mode::kNumber ? static_cast<uint64_t>(number_) << 16 : 0) |
+             (mode_ == Mode::kLiteral ? static_cast<uint64_t>(literal_) << 24 : 0) |
+             (counting ? static_cast<uint64_t>(count_) << 32 : 0) |
+             (mode_ == Mode::kUtf8 ? static_cast<uint64_t>(low_) << 40 : 0) |
+             (mode_ == Mode::kUtf8 ? static_cast<uint64_t>(high_) << 48 : 0) |
+             (between_tokens ? static_cast<uint64_t>(whitespace_run_) << 56 : 0) |
+             (in_string && in_key_ ? uint64_t{1} << 63 : 0);
+  return k;
+}
+
 bool JsonByteState::Whitespace() {
   if (whitespace_run_ >= kMaxJsonWhitespaceRun) return false;
   ++whitespace_run_;

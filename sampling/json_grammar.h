@@ -15,6 +15,13 @@ namespace ridge {
 inline constexpr int kMaxJsonDepth = 64;
 inline constexpr int kMaxJsonWhitespaceRun = 48;
 
+// A state with what its mode does not read left out: equal keys, equal futures.
+struct JsonStateKey {
+  uint64_t containers = 0;
+  uint64_t fields = 0;
+  bool operator==(const JsonStateKey&) const = default;
+};
+
 // Trivially copyable and small (24 bytes): the vocabulary walk copies it at every trie node.
 class JsonByteState {
  public:
@@ -23,6 +30,7 @@ class JsonByteState {
   bool Step(uint8_t c);
   // The text so far is one whole JSON object.
   bool complete() const { return mode_ == Mode::kDone; }
+  JsonStateKey key() const;
 
  private:
   enum class Mode : uint8_t {

@@ -114,6 +114,18 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
   return ids;
 }
 
+absl::StatusOr<std::shared_ptr<const JsonVocabulary>> OpenAiHandler::JsonOutputVocabulary() const {
+  std::call_once(json_once_, [this] {
+    if (tokenizer_ == nullptr) {
+      json_vocabulary_ = absl::FailedPreconditionError(
+          "json_object needs the tokenizer (start the server with --tokenizer DIR)");
+    } else {
+      json_vocabulary_ = JsonVocabularyOf(*tokenizer_, options_->limits.vocab_size);
+    }
+  });
+  return json_vocabulary_;
+}
+
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
@@ -153,6 +165,11 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
     }
   }
   p.engine.sampling = p.api.sampling;
+  if (p.api.json_object) {
+    auto vocabulary = JsonOutputVocabulary();
+    if (!vocabulary.ok()) return WithParam(vocabulary.status(), "response_format");
+    p.engine.sampling.json_output = *std::move(vocabulary);
+  }
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   p.engine.cache_salt = p.api.cache_salt;
   p.engine.session_id = p.api.session_id;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "absl/status/statusor.h"
@@ -12,6 +13,7 @@
 #include "server/active_requests.h"
 #include "server/generation_backend.h"
 #include "server/http_types.h"
+#include "server/json_output.h"
 #include "server/openai_request.h"
 #include "server/prometheus_metrics.h"
 #include "tokenizer/chat_template.h"
@@ -42,6 +44,8 @@ class OpenAiHandler {
 
  private:
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
+  // The vocabulary's bytes for response_format json_object, made on the first such request.
+  absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonOutputVocabulary() const;
 
   GenerationBackend* backend_;
   const Tokenizer* tokenizer_;
@@ -52,6 +56,8 @@ class OpenAiHandler {
   PrometheusMetrics* metrics_;
   const HttpServerOptions* options_;
   std::shared_ptr<ActiveRequests> active_;
+  mutable std::once_flag json_once_;
+  mutable absl::StatusOr<std::shared_ptr<const JsonVocabulary>> json_vocabulary_;
 };
 
 }  // namespace ridge

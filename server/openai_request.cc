@@ -303,14 +303,36 @@ absl::Status ReadUnsupported(const json& body, const RequestLimits& limits, Open
       return FieldError("suffix", "is not supported (no insertion mode); leave it out");
     }
   }
-  // Fields that would change the output: refused rather than silently ignored.
-  if (const json* v = Field(body, "response_format")) {
-    const json* type = v->is_object() ? Field(*v, "type") : nullptr;
-    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {
-      return FieldError("response_format",
-                        "is not supported beyond {\"type\": \"text\"} (no JSON or schema mode "
-                        "yet); leave it out");
-    }
+  return absl::OkStatus();
+}
+
+// {"type": "text"} (the default) or {"type": "json_object"}; a JSON schema is refused rather
+// than ignored, since it would change the output.
+absl::Status ReadResponseFormat(const json& body, OpenAiRequest* out) {
+  const json* v = Field(body, "response_format");
+  if (v == nullptr) return absl::OkStatus();
+  const json* type = v->is_object() ? Field(*v, "type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return FieldError("response_format",
+                      absl::StrCat("must be an object with a \"type\", got ", Describe(*v)));
+  }
+  const std::string name = type->get<std::string>();
+  if (name == "json_schema") {
+    return FieldError("response_format",
+                      "type \"json_schema\" is not supported (no schema-constrained output yet); "
+                      "{\"type\": \"json_object\"} constrains the output to a JSON object");
+  }
+  if (name != "text" && name != "json_object") {
+    return FieldError("response_format", absl::StrCat("type must be \"text\" or \"json_object\", "
+                                                      "got \"",
+                                                      name, "\""));
+  }
+  out->json_object = name == "json_object";
+  if (out->json_object && out->chat.has_tools &&
+      out->chat.tool_choice.mode != ToolChoice::Mode::kNone) {
+    return FieldError("response_format",
+                      "json_object cannot be combined with tools: the output could not be a tool "
+                      "call (send tool_choice \"none\", or no response_format)");
   }
   return absl::OkStatus();
 }
@@ -389,6 +411,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
     RETURN_IF_ERROR(ReadChatFields(body, &out.chat));
   }
   RETURN_IF_ERROR(ReadUnsupported(body, limits, &out));
+  RETURN_IF_ERROR(ReadResponseFormat(body, &out));
   RETURN_IF_ERROR(ReadSampling(body, limits, &out));
   RETURN_IF_ERROR(ReadStop(body, limits, &out));
   RETURN_IF_ERROR(ReadLogprobs(body, limits, &out));

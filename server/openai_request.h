@@ -55,8 +55,9 @@ struct OpenAiRequest {
   bool include_usage = false;             // stream_options.include_usage
   std::optional<double> timeout_seconds;  // extension: deadline from arrival
   bool return_token_ids = false;          // extension: add "token_ids" to each choice
-  std::string cache_salt;  // as vLLM's: only requests with the same salt share cached prefixes
-  std::string session_id;  // extension: a saved session to continue and save (engine/request.h)
+  std::string cache_salt;    // as vLLM's: only requests with the same salt share cached prefixes
+  std::string session_id;    // extension: a saved session to continue and save (engine/request.h)
+  bool json_object = false;  // response_format {"type": "json_object"}: the output is one object
 };
 
 // Object keys keep the client's order (tools and arguments reach the template as sent).

@@ -185,6 +185,62 @@ TEST_F(HttpIntegrationTest, ChatCompletionUsesTheTemplate) {
   EXPECT_EQ(r.body["usage"]["completion_tokens"], 4);
 }
 
+// response_format json_object: every choice that ends (finish_reason "stop") is one JSON object,
+// unary and streamed, chat and completions; the trained default model left to itself writes
+// none.
+TEST_F(HttpIntegrationTest, JsonObjectModeWritesOneObject) {
+  const json free_body = {{"prompt", "The cat"}, {"max_tokens", 40}, {"temperature", 0}};
+  const auto free = PostJson(*client_, "/v1/completions", free_body);
+  ASSERT_EQ(free.status, 200) << free.body;
+  EXPECT_FALSE(json::accept(free.body["choices"][0]["text"].get<std::string>()));
+  for (const bool stream : {false, true}) {
+    for (const std::string path : {"/v1/chat/completions", "/v1/completions"}) {
+      SCOPED_TRACE(path + (stream ? " streamed" : ""));
+      json body = {{"response_format", {{"type", "json_object"}}},
+                   {"max_tokens", 300},
+                   {"temperature", 1.0},
+                   {"seed", 7},
+                   {"n", 4},
+                   {"stream", stream}};
+      if (path == "/v1/completions") {
+        body["prompt"] = "A JSON object describing a cat:";
+      } else {
+        body["messages"] = {{{"role", "user"}, {"content", "Describe a cat in JSON."}}};
+      }
+      std::map<int, std::string> texts, finish;
+      if (stream) {
+        const auto r = PostStream(*client_, path, body);
+        ASSERT_EQ(r.status, 200) << r.raw;
+        for (const auto& chunk : r.chunks) {
+          for (const auto& c : chunk["choices"]) {
+            const int i = c["index"];
+            const json& piece = path == "/v1/completions" ? c["text"] : c["delta"]["content"];
+            if (piece.is_string()) texts[i] += piece.get<std::string>();
+            if (c["finish_reason"].is_string()) finish[i] = c["finish_reason"];
+          }
+        }
+      } else {
+        const auto r = PostJson(*client_, path, body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        for (const auto& c : r.body["choices"]) {
+          const int i = c["index"];
+          texts[i] = path == "/v1/completions" ? c["text"] : c["message"]["content"];
+          finish[i] = c["finish_reason"];
+        }
+      }
+      ASSERT_EQ(finish.size(), 4u);
+      int objects = 0;
+      for (const auto& [i, reason] : finish) {
+        if (reason != "stop") continue;
+        const json parsed = json::parse(texts[i], nullptr, /*allow_exceptions=*/false);
+        EXPECT_TRUE(parsed.is_object()) << texts[i];
+        ++objects;
+      }
+      EXPECT_GE(objects, 2);
+    }
+  }
+}
+
 TEST_F(HttpIntegrationTest, ConcurrentStreamsCompleteWhileALongPromptPrefills) {
   std::vector<int> long_prompt(3000);
   for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = 3 + (i * 7) % 256;

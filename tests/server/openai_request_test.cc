@@ -137,7 +137,21 @@ TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
   r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "suffix": "", "logit_bias": {},
                                         "response_format": {"type": "text"}})"),
                          ApiKind::kCompletion, Limits());
-  EXPECT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->json_object);
+  // JSON mode, also beside tools the request says not to call.
+  r = ParseOpenAiRequest(
+      json::parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})"),
+      ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->json_object);
+  r = ParseOpenAiRequest(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                        "tools": [{"type": "function", "function": {"name": "f"}}],
+                                        "tool_choice": "none",
+                                        "response_format": {"type": "json_object"}})"),
+                         ApiKind::kChat, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->json_object);
 }
 
 TEST(OpenAiRequestTest, NullMeansAbsent) {
@@ -191,7 +205,14 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"512": 1}})", "logit_bias"},
         InvalidCase{kC, R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
         InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"5": "1"}})", "logit_bias"},
-        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_object"}})",
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema"}})",
+                    "response_format"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "yaml"}})",
+                    "response_format"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": "json_object"})", "response_format"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                              "tools": [{"type": "function", "function": {"name": "f"}}],
+                              "response_format": {"type": "json_object"}})",
                     "response_format"},
         InvalidCase{kC, R"({"prompt": "x", "model": 3})", "model"},
         InvalidCase{kC, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
