@@ -1,6 +1,7 @@
 // JSON-constrained decoding: the byte automaton agrees with Python's json module on every case of
 // tests/data/json/cases.json (made by tools/reference/make_json_cases.py); the vocabulary trie's
-// mask equals stepping every token's bytes one by one, in states met along real JSON texts; a
+// mask (walked, and from the cache of recent states) equals stepping every token's bytes one by
+// one, in states met along real JSON texts; a
 // constrained sampler on random logits always writes one JSON object (parsed by nlohmann::json)
 // and then an end token, and nothing else; vocabularies that could stall are refused.
 #include "sampling/json_constraint.h"
@@ -87,6 +88,12 @@ TEST(JsonVocabularyTest, TheTrieMaskIsEveryTokenSteppedAlone) {
       for (size_t i = 0; i < cases[k].text.size(); ++i) {
         if (i % 5 == 0) {
           (*vocabulary)->Allowed(state, &allowed, &stack);
+          // The cached bits (keyed by the state without what its mode does not read; more
+          // states than the cache holds pass through it) are the same.
+          const auto bits = (*vocabulary)->AllowedBits(state);
+          for (size_t id = 0; id < allowed.size(); ++id) {
+            ASSERT_EQ(((*bits)[id / 64] >> (id % 64)) & 1u, allowed[id]) << "token " << id;
+          }
           int count = 0;
           for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
             JsonByteState s = state;
