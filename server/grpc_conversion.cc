@@ -81,6 +81,18 @@ absl::StatusOr<SamplingParams> ParseSampling(const v1::SamplingParams& s,
   p.ignore_eos = s.ignore_eos();
   for (const auto& [token, bias] : s.logit_bias()) p.logit_bias.emplace_back(token, bias);
   std::sort(p.logit_bias.begin(), p.logit_bias.end());  // a map's order is unspecified
+  if (s.json_object()) {
+    if (model.json_vocabulary == nullptr) {
+      return absl::FailedPreconditionError(
+          "sampling.json_object needs a tokenizer (start the server with --tokenizer DIR)");
+    }
+    auto vocabulary = model.json_vocabulary->Get();
+    if (!vocabulary.ok()) {
+      return absl::Status(vocabulary.status().code(),
+                          absl::StrCat("sampling.json_object: ", vocabulary.status().message()));
+    }
+    p.json_output = *std::move(vocabulary);
+  }
   // Its messages name the field ("sampling parameter top_p must be in (0, 1], got 2").
   RETURN_IF_ERROR(ValidateSamplingParams(p, static_cast<int32_t>(model.vocab_size)));
   return p;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "ridgeserve/v1/generation.pb.h"
+#include "server/json_output.h"
 #include "server/output_assembler.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -30,7 +32,9 @@ struct ServedModel {
   std::string name;                      // GenerateRequest.model must be empty or equal this
   int64_t vocab_size = 0;                // the model's
   const Tokenizer* tokenizer = nullptr;  // null: token-id prompts only
-  EngineOptions limits;                  // the engine's limits and default solver budget
+  // For sampling.json_object (made from the tokenizer on first use); null: refused.
+  std::shared_ptr<const LazyJsonVocabulary> json_vocabulary = nullptr;
+  EngineOptions limits;  // the engine's limits and default solver budget
 };
 
 // A GenerateRequest, validated: the engine's part and what the transport handles itself.

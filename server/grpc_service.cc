@@ -510,6 +510,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(Engine* engine,
   model.vocab_size = engine->spec().vocab_size;
   model.tokenizer = tokenizer;
   model.limits = engine->options();
+  if (tokenizer != nullptr) {
+    model.json_vocabulary = std::make_shared<const LazyJsonVocabulary>(
+        tokenizer, static_cast<int32_t>(model.vocab_size));
+  }
 
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   server->service_ =

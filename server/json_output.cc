@@ -16,4 +16,16 @@ absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonVocabularyOf(const Tok
   return JsonVocabulary::Create(bytes);
 }
 
+absl::StatusOr<std::shared_ptr<const JsonVocabulary>> LazyJsonVocabulary::Get() const {
+  std::call_once(once_, [this] {
+    if (tokenizer_ == nullptr) {
+      vocabulary_ = absl::FailedPreconditionError(
+          "JSON output needs the tokenizer (start the server with --tokenizer DIR)");
+    } else {
+      vocabulary_ = JsonVocabularyOf(*tokenizer_, model_vocab_size_);
+    }
+  });
+  return vocabulary_;
+}
+
 }  // namespace ridge

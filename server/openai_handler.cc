@@ -64,7 +64,8 @@ OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokeni
       chat_template_(chat_template),
       metrics_(metrics),
       options_(options),
-      active_(std::move(active)) {
+      active_(std::move(active)),
+      json_vocabulary_(tokenizer, options->limits.vocab_size) {
   if (chat_template_ != nullptr && tokenizer_ != nullptr) {
     turn_start_ = FindTurnStartToken(*chat_template_, *tokenizer_);
   }
@@ -114,18 +115,6 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
   return ids;
 }
 
-absl::StatusOr<std::shared_ptr<const JsonVocabulary>> OpenAiHandler::JsonOutputVocabulary() const {
-  std::call_once(json_once_, [this] {
-    if (tokenizer_ == nullptr) {
-      json_vocabulary_ = absl::FailedPreconditionError(
-          "json_object needs the tokenizer (start the server with --tokenizer DIR)");
-    } else {
-      json_vocabulary_ = JsonVocabularyOf(*tokenizer_, options_->limits.vocab_size);
-    }
-  });
-  return json_vocabulary_;
-}
-
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
@@ -166,7 +155,7 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
   }
   p.engine.sampling = p.api.sampling;
   if (p.api.json_object) {
-    auto vocabulary = JsonOutputVocabulary();
+    auto vocabulary = json_vocabulary_.Get();
     if (!vocabulary.ok()) return WithParam(vocabulary.status(), "response_format");
     p.engine.sampling.json_output = *std::move(vocabulary);
   }

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "absl/status/statusor.h"
@@ -44,8 +43,6 @@ class OpenAiHandler {
 
  private:
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
-  // The vocabulary's bytes for response_format json_object, made on the first such request.
-  absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonOutputVocabulary() const;
 
   GenerationBackend* backend_;
   const Tokenizer* tokenizer_;
@@ -56,8 +53,7 @@ class OpenAiHandler {
   PrometheusMetrics* metrics_;
   const HttpServerOptions* options_;
   std::shared_ptr<ActiveRequests> active_;
-  mutable std::once_flag json_once_;
-  mutable absl::StatusOr<std::shared_ptr<const JsonVocabulary>> json_vocabulary_;
+  LazyJsonVocabulary json_vocabulary_;  // for response_format json_object
 };
 
 }  // namespace ridge

@@ -19,6 +19,7 @@
 
 #include "engine/engine.h"
 #include "models/mesanet_model.h"
+#include "nlohmann/json.hpp"
 #include "ridgeserve/v1/generation.grpc.pb.h"
 #include "server/grpc_service.h"
 #include "tests/support/run_command.h"
@@ -229,6 +230,26 @@ TEST_F(GrpcServerTest, TextPromptAndStopString) {
   EXPECT_EQ(stopped.messages.back().finish_reason(), v1::FINISH_REASON_STOP);
   EXPECT_EQ(stopped.messages.back().finish_message(), stop);
   EXPECT_TRUE(WaitFor([] { return stack_->Idle(); }));
+}
+
+// sampling.json_object: every output that ends on its own is one JSON object.
+TEST_F(GrpcServerTest, JsonObjectModeWritesOneObject) {
+  int objects = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    v1::GenerateRequest request;
+    request.set_text("A cat, in JSON:");
+    request.mutable_sampling()->set_max_tokens(150);
+    request.mutable_sampling()->set_seed(seed);
+    request.mutable_sampling()->set_json_object(true);
+    StreamResult result = Stream(stub(), request);
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    const v1::FinishReason reason = result.messages.back().finish_reason();
+    if (reason == v1::FINISH_REASON_LENGTH) continue;
+    EXPECT_EQ(reason, v1::FINISH_REASON_EOS);
+    EXPECT_TRUE(nlohmann::json::parse(result.text, nullptr, false).is_object()) << result.text;
+    ++objects;
+  }
+  EXPECT_GE(objects, 2);
 }
 
 TEST_F(GrpcServerTest, ClientCancellationFreesTheSlot) {

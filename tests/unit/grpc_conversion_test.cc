@@ -29,6 +29,7 @@ class GrpcConversionTest : public ::testing::Test {
     m.name = "tiny";
     m.vocab_size = 512;
     m.tokenizer = with_tokenizer ? tokenizer_ : nullptr;
+    if (with_tokenizer) m.json_vocabulary = std::make_shared<LazyJsonVocabulary>(tokenizer_, 512);
     m.limits.max_prompt_tokens = 8;
     m.limits.max_new_tokens = 100;
     m.limits.max_solver_iterations = 50;
@@ -135,6 +136,10 @@ TEST_F(GrpcConversionTest, InvalidRequestsNameTheField) {
        absl::StatusCode::kInvalidArgument, "solver.max_iterations must be in [1, 50], got 0"},
       {"max_iterations 51", [](auto* r) { r->mutable_solver()->set_max_iterations(51); },
        absl::StatusCode::kInvalidArgument, "solver.max_iterations"},
+      {"JSON mode without a tokenizer",
+       [](auto* r) { r->mutable_sampling()->set_json_object(true); },
+       absl::StatusCode::kFailedPrecondition, "sampling.json_object needs a tokenizer",
+       /*with_tokenizer=*/false},
   };
   for (const InvalidCase& c : cases) {
     v1::GenerateRequest request = IdsRequest({1, 2, 3});
@@ -217,6 +222,18 @@ TEST_F(GrpcConversionTest, EveryFieldIsCarried) {
   EXPECT_EQ(e.solver->max_iterations, 12);
   EXPECT_EQ(parsed->stop, std::vector<std::string>{"\n\n"});
   EXPECT_FALSE(parsed->skip_special_tokens);
+}
+
+TEST_F(GrpcConversionTest, JsonObjectConstrainsTheSampling) {
+  v1::GenerateRequest r = IdsRequest({1, 2, 3});
+  absl::StatusOr<ParsedGenerateRequest> plain = ParseGenerateRequest(r, Model(true));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->engine.sampling.json_output, nullptr);
+  r.mutable_sampling()->set_json_object(true);
+  absl::StatusOr<ParsedGenerateRequest> json = ParseGenerateRequest(r, Model(true));
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_NE(json->engine.sampling.json_output, nullptr);
+  EXPECT_EQ(json->engine.sampling.json_output->vocab_size(), 512);
 }
 
 TEST_F(GrpcConversionTest, TextPromptIsEncoded) {
