@@ -66,43 +66,25 @@ absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonVocabulary::Create(
     }
   }
 
-  // The trie, children contiguous: the non-empty token byte strings sorted, then each node's
-  // range of them split by the byte at its depth, breadth first.
-  std::vector<int32_t> order;
+  std::vector<int32_t> all, exits;
+  v->string_stays_.assign((v->vocab_size_ + 63) / 64, 0);
+  JsonByteState in_string;
+  for (char c : std::string("{\"")) in_string.Step(static_cast<uint8_t>(c));
   for (int32_t id = 0; id < v->vocab_size_; ++id) {
-    if (!v->bytes_[id].empty()) order.push_back(id);
-  }
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return v->bytes_[a] != v->bytes_[b] ? v->bytes_[a] < v->bytes_[b] : a < b;
-  });
-  struct Range {
-    uint32_t node;
-    size_t begin, end, depth;
-  };
-  std::vector<Range> queue = {{0, 0, order.size(), 0}};
-  v->nodes_.emplace_back();
-  for (size_t q = 0; q < queue.size(); ++q) {
-    const Range r = queue[q];
-    size_t i = r.begin;
-    // Sorted: the strings that end at this node come first.
-    const uint32_t first_token = static_cast<uint32_t>(v->tokens_.size());
-    while (i < r.end && v->bytes_[order[i]].size() == r.depth) v->tokens_.push_back(order[i++]);
-    v->nodes_[r.node].first_token = first_token;
-    v->nodes_[r.node].token_count = static_cast<uint32_t>(v->tokens_.size()) - first_token;
-    v->nodes_[r.node].first_child = static_cast<uint32_t>(v->nodes_.size());
-    while (i < r.end) {
-      const char byte = v->bytes_[order[i]][r.depth];
-      size_t j = i;
-      while (j < r.end && v->bytes_[order[j]][r.depth] == byte) ++j;
-      Node child;
-      child.byte = static_cast<uint8_t>(byte);
-      const auto index = static_cast<uint32_t>(v->nodes_.size());
-      v->nodes_.push_back(child);
-      ++v->nodes_[r.node].child_count;
-      queue.push_back({index, i, j, r.depth + 1});
-      i = j;
+    const std::string& b = v->bytes_[id];
+    if (b.empty()) continue;
+    all.push_back(id);
+    if (b.find_first_of("\"\\") != std::string::npos) {
+      exits.push_back(id);
+      continue;
     }
+    JsonByteState s = in_string;
+    bool fits = true;
+    for (size_t i = 0; fits && i < b.size(); ++i) fits = s.Step(static_cast<uint8_t>(b[i]));
+    if (fits) v->string_stays_[id / 64] |= uint64_t{1} << (id % 64);
   }
+  v->trie_ = TokenTrie::Build(v->bytes_, std::move(all));
+  v->string_exits_ = TokenTrie::Build(v->bytes_, std::move(exits));
   return std::shared_ptr<const JsonVocabulary>(std::move(v));
 }
 
@@ -111,24 +93,15 @@ std::string_view JsonVocabulary::bytes(int32_t id) const {
   return bytes_[id];
 }
 
-void JsonVocabulary::Allowed(const JsonByteState& state, std::vector<uint8_t>* allowed,
-                             std::vector<std::pair<uint32_t, JsonByteState>>* stack) const {
+void JsonVocabulary::Allowed(const JsonByteState& state, std::vector<uint8_t>* allowed) const {
+  TokenBits bits((vocab_size_ + 63) / 64, 0);
+  TokenTrie::WalkStack stack;
+  trie_.Walk(state, &bits, &stack);
   allowed->assign(vocab_size_, 0);
-  stack->clear();
-  const Node& root = nodes_[0];
-  for (uint32_t c = 0; c < root.child_count; ++c) stack->emplace_back(root.first_child + c, state);
-  while (!stack->empty()) {
-    auto [index, s] = stack->back();
-    stack->pop_back();
-    const Node& node = nodes_[index];
-    if (!s.Step(node.byte)) continue;  // nothing below can fit either
-    for (uint32_t t = 0; t < node.token_count; ++t) (*allowed)[tokens_[node.first_token + t]] = 1;
-    for (uint32_t c = 0; c < node.child_count; ++c) stack->emplace_back(node.first_child + c, s);
-  }
+  for (int32_t id = 0; id < vocab_size_; ++id) (*allowed)[id] = (bits[id / 64] >> (id % 64)) & 1u;
 }
 
-std::shared_ptr<const JsonVocabulary::TokenBits> JsonVocabulary::AllowedBits(
-    const JsonByteState& state) const {
+std::shared_ptr<const TokenBits> JsonVocabulary::AllowedBits(const JsonByteState& state) const {
   const JsonStateKey key = state.key();
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
@@ -139,12 +112,13 @@ std::shared_ptr<const JsonVocabulary::TokenBits> JsonVocabulary::AllowedBits(
       }
     }
   }
-  std::vector<uint8_t> allowed;
-  std::vector<std::pair<uint32_t, JsonByteState>> stack;
-  Allowed(state, &allowed, &stack);
   auto bits = std::make_shared<TokenBits>((vocab_size_ + 63) / 64, 0);
-  for (int32_t id = 0; id < vocab_size_; ++id) {
-    if (allowed[id] != 0) (*bits)[id / 64] |= uint64_t{1} << (id % 64);
+  TokenTrie::WalkStack stack;
+  if (state.in_string_body()) {
+    *bits = string_stays_;
+    string_exits_.Walk(state, bits.get(), &stack);
+  } else {
+    trie_.Walk(state, bits.get(), &stack);
   }
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() < kCachedStates) {
@@ -172,7 +146,7 @@ int32_t JsonConstraint::MaskLogits(std::span<float> logits) {
     for (size_t i = 0; i < end_ids_.size(); ++i) logits[end_ids_[i]] = end_logits[i];
     return *std::min_element(end_ids_.begin(), end_ids_.end());
   }
-  const std::shared_ptr<const JsonVocabulary::TokenBits> bits = vocabulary_->AllowedBits(state_);
+  const std::shared_ptr<const TokenBits> bits = vocabulary_->AllowedBits(state_);
   const auto allowed = [&](size_t id) { return (((*bits)[id / 64] >> (id % 64)) & 1u) != 0; };
   for (size_t word = 0; word < bits->size(); ++word) {
     const size_t begin = word * 64, end = std::min(begin + 64, logits.size());

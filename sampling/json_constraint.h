@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "sampling/json_grammar.h"
+#include "sampling/token_trie.h"
 
 namespace ridge {
 
@@ -32,18 +33,17 @@ class JsonVocabulary {
       std::span<const std::string> token_bytes);
 
   int32_t vocab_size() const { return vocab_size_; }
-  size_t trie_nodes() const { return nodes_.size(); }
+  size_t trie_nodes() const { return trie_.nodes(); }
 
   // allowed[id] = 1 for every token whose bytes `state` can take in full, else 0 (resized to the
-  // vocabulary). `stack` is scratch, reused between calls.
-  void Allowed(const JsonByteState& state, std::vector<uint8_t>* allowed,
-               std::vector<std::pair<uint32_t, JsonByteState>>* stack) const;
+  // vocabulary): one walk of the whole trie, the reference AllowedBits is tested against.
+  void Allowed(const JsonByteState& state, std::vector<uint8_t>* allowed) const;
 
-  // The same as bits (bit id % 64 of word id / 64), remembered for the kCachedStates states used
-  // last, by every request: an output revisits few states (inside a string the state does not
-  // change from token to token), and a walk of a 150K vocabulary's trie takes milliseconds.
-  // Thread-safe.
-  using TokenBits = std::vector<uint64_t>;
+  // The same as bits, remembered for the kCachedStates states used last, by every request: an
+  // output revisits few states (inside a string the state does not change from token to token).
+  // Inside a string the tokens without '"' or '\' are known from the start, and only those with
+  // one are walked (a walk of a 150K vocabulary's whole trie takes milliseconds, most of the
+  // tokens fitting). Thread-safe.
   static constexpr size_t kCachedStates = 256;
   std::shared_ptr<const TokenBits> AllowedBits(const JsonByteState& state) const;
 
@@ -51,15 +51,6 @@ class JsonVocabulary {
   std::string_view bytes(int32_t id) const;
 
  private:
-  // Children of a node are contiguous; node 0 is the root (the empty prefix).
-  struct Node {
-    uint32_t first_child = 0;
-    uint32_t child_count = 0;
-    uint32_t first_token = 0;  // into tokens_: the ids whose bytes end at this node
-    uint32_t token_count = 0;
-    uint8_t byte = 0;  // the byte on the edge from its parent
-  };
-
   JsonVocabulary() = default;
 
   struct CachedMask {
@@ -69,12 +60,13 @@ class JsonVocabulary {
   };
 
   int32_t vocab_size_ = 0;
+  std::vector<std::string> bytes_;
+  TokenTrie trie_;          // every token with bytes
+  TokenTrie string_exits_;  // those with a quote or a backslash: they may leave a string
+  TokenBits string_stays_;  // those without, that a string takes whole
   mutable std::mutex cache_mutex_;
   mutable std::vector<CachedMask> cache_;  // guarded by cache_mutex_
   mutable uint64_t uses_ = 0;              // guarded by cache_mutex_
-  std::vector<Node> nodes_;
-  std::vector<int32_t> tokens_;
-  std::vector<std::string> bytes_;
 };
 
 // One sequence's constrained output.

@@ -30,6 +30,9 @@ class JsonByteState {
   bool Step(uint8_t c);
   // The text so far is one whole JSON object.
   bool complete() const { return mode_ == Mode::kDone; }
+  // Inside a string, between characters: a token without '"' and '\' stays inside it, and
+  // whether it fits depends on its bytes alone.
+  bool in_string_body() const { return mode_ == Mode::kString; }
   JsonStateKey key() const;
 
  private:

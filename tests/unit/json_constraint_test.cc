@@ -79,7 +79,6 @@ TEST(JsonVocabularyTest, TheTrieMaskIsEveryTokenSteppedAlone) {
     auto vocabulary = JsonVocabulary::Create(bytes);
     ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
     std::vector<uint8_t> allowed;
-    std::vector<std::pair<uint32_t, JsonByteState>> stack;
     int compared = 0, strictly_between = 0;
     const std::vector<Case> cases = LoadCases();
     for (size_t k = 0; k < cases.size() && compared < 400; k += 7) {
@@ -87,7 +86,7 @@ TEST(JsonVocabularyTest, TheTrieMaskIsEveryTokenSteppedAlone) {
       JsonByteState state;
       for (size_t i = 0; i < cases[k].text.size(); ++i) {
         if (i % 5 == 0) {
-          (*vocabulary)->Allowed(state, &allowed, &stack);
+          (*vocabulary)->Allowed(state, &allowed);
           // The cached bits (keyed by the state without what its mode does not read; more
           // states than the cache holds pass through it) are the same.
           const auto bits = (*vocabulary)->AllowedBits(state);

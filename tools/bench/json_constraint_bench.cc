@@ -65,7 +65,6 @@ int main(int argc, char** argv) {
   std::vector<double> times;
   std::vector<float> logits(bytes.size(), 0.0f);
   std::vector<uint8_t> allowed;
-  std::vector<std::pair<uint32_t, ridge::JsonByteState>> stack;
   for (const auto& c : cases) {
     if (!c.at("object").get<bool>()) continue;
     const std::string text = absl::HexStringToBytes(c.at("text").get<std::string>());
@@ -73,7 +72,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < text.size(); ++i) {
       if (i % 4 == 0) {  // what JsonConstraint::MaskLogits does in this state
         const auto start = Clock::now();
-        (*vocabulary)->Allowed(state, &allowed, &stack);
+        (*vocabulary)->Allowed(state, &allowed);
         for (size_t id = 0; id < logits.size(); ++id) {
           if (allowed[id] == 0) logits[id] = -1e30f;
         }
