@@ -212,20 +212,23 @@ TEST_F(HttpIntegrationTest, JsonObjectModeWritesOneObject) {
         const auto r = PostStream(*client_, path, body);
         ASSERT_EQ(r.status, 200) << r.raw;
         for (const auto& chunk : r.chunks) {
-          for (const auto& c : chunk["choices"]) {
-            const int i = c["index"];
-            const json& piece = path == "/v1/completions" ? c["text"] : c["delta"]["content"];
+          for (const auto& c : chunk.value("choices", json::array())) {
+            const int i = c.at("index");
+            // (A chunk's delta may lack "content"; at() rather than a const operator[].)
+            const json piece = path == "/v1/completions"
+                                   ? c.value("text", json())
+                                   : c.value("delta", json::object()).value("content", json());
             if (piece.is_string()) texts[i] += piece.get<std::string>();
-            if (c["finish_reason"].is_string()) finish[i] = c["finish_reason"];
+            if (c.value("finish_reason", json()).is_string()) finish[i] = c.at("finish_reason");
           }
         }
       } else {
         const auto r = PostJson(*client_, path, body);
         ASSERT_EQ(r.status, 200) << r.body;
-        for (const auto& c : r.body["choices"]) {
-          const int i = c["index"];
-          texts[i] = path == "/v1/completions" ? c["text"] : c["message"]["content"];
-          finish[i] = c["finish_reason"];
+        for (const auto& c : r.body.at("choices")) {
+          const int i = c.at("index");
+          texts[i] = path == "/v1/completions" ? c.at("text") : c.at("message").at("content");
+          finish[i] = c.at("finish_reason");
         }
       }
       ASSERT_EQ(finish.size(), 4u);
