@@ -164,12 +164,33 @@ def run_checks(client, port):
                                   cast_to=str))
     check(text["prompt"] == "Héllo", f"detokenize: {text}")
 
+    # JSON mode through the SDK's response_format: an answer that ends is one JSON object.
+    finished = 0
+    for seed in range(1, 4):
+        reply = client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "A cat, in JSON."}],
+            response_format={"type": "json_object"}, max_tokens=150, seed=seed,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        choice = reply.choices[0]
+        if choice.finish_reason == "stop":
+            content = choice.message.content or ""
+            try:
+                parsed = json.loads(content)
+            except ValueError:
+                parsed = None
+            check(isinstance(parsed, dict), f"json_object: not one JSON object: {content!r}")
+            finished += 1
+    check(finished >= 1, "json_object: no answer ended within 150 tokens")
+
     # Bad requests are BadRequestError naming the field.
     bad = [({"tools": [WEATHER], "tool_choice": {"type": "function",
                                                 "function": {"name": "launch"}}}, "tool_choice"),
            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]},
             "tools"),
-           ({"extra_body": {"continue_final_message": True}}, "continue_final_message")]
+           ({"extra_body": {"continue_final_message": True}}, "continue_final_message"),
+           ({"response_format": {"type": "json_schema",
+                                 "json_schema": {"name": "cat", "schema": {"type": "object"}}}},
+            "response_format")]
     for extra, param in bad:
         try:
             client.chat.completions.create(model="tiny", max_tokens=2,
