@@ -56,13 +56,12 @@ enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
 // kCancelled), one of its stop strings matched the text (finishes as kStop, status OK), or the
 // server is shutting down and its drain time ran out (kCancelled, status Unavailable).
 enum class CancelReason { kClient, kStopString, kShutdown };
-const char* FinishReasonName(FinishReason reason);
+const char* FinishReasonName(FinishReason reason);  // "length", "stop", "eos", "cancelled", "error"
 
 // The tokens that end a request's output: the model's end-of-sequence tokens (unless ignore_eos)
 // and the request's stop tokens. A JSON-constrained output may end only with one of them.
-std::vector<int32_t> OutputEndTokens(
-    const std::vector<int64_t>& eos_token_ids,
-    const SamplingParams& sampling);  // "length", "stop", "eos", "cancelled", "error"
+std::vector<int32_t> OutputEndTokens(const std::vector<int64_t>& eos_token_ids,
+                                     const SamplingParams& sampling);
 
 struct LogprobEntry {
   int32_t token = 0;

@@ -1,6 +1,7 @@
 #include "sampling/json_constraint.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <numeric>
 
@@ -134,43 +135,55 @@ std::shared_ptr<const TokenBits> JsonVocabulary::AllowedBits(const JsonByteState
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary,
                                std::vector<int32_t> end_ids)
-    : vocabulary_(std::move(vocabulary)), end_ids_(std::move(end_ids)) {}
+    : vocabulary_(std::move(vocabulary)), end_ids_(std::move(end_ids)) {
+  std::sort(end_ids_.begin(), end_ids_.end());
+  end_ids_.erase(std::unique(end_ids_.begin(), end_ids_.end()), end_ids_.end());
+  RIDGE_CHECK(!end_ids_.empty());
+  end_bits_.assign((vocabulary_->vocab_size() + 63) / 64, 0);
+  for (int32_t id : end_ids_) {
+    RIDGE_CHECK(id >= 0 && id < vocabulary_->vocab_size());
+    end_bits_[id / 64] |= uint64_t{1} << (id % 64);
+  }
+}
 
 int32_t JsonConstraint::MaskLogits(std::span<float> logits) {
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocabulary_->vocab_size()));
   constexpr float kRefused = -std::numeric_limits<float>::infinity();
-  if (state_.complete()) {  // only an end token: they keep their logits, the rest are refused
-    std::vector<float> end_logits;
-    for (int32_t id : end_ids_) end_logits.push_back(logits[id]);
-    std::fill(logits.begin(), logits.end(), kRefused);
-    for (size_t i = 0; i < end_ids_.size(); ++i) logits[end_ids_[i]] = end_logits[i];
-    return *std::min_element(end_ids_.begin(), end_ids_.end());
-  }
-  const std::shared_ptr<const TokenBits> bits = vocabulary_->AllowedBits(state_);
-  const auto allowed = [&](size_t id) { return (((*bits)[id / 64] >> (id % 64)) & 1u) != 0; };
-  for (size_t word = 0; word < bits->size(); ++word) {
-    const size_t begin = word * 64, end = std::min(begin + 64, logits.size());
-    if ((*bits)[word] == 0) {
-      std::fill(logits.begin() + begin, logits.begin() + end, kRefused);
-      continue;
+  if (!state_.complete()) {
+    // The end tokens are refused until the object is complete: a special token has no bytes,
+    // but one that is text (a stop token) must not slip into the object either.
+    const std::shared_ptr<const TokenBits> bits = vocabulary_->AllowedBits(state_);
+    int32_t lowest = -1;
+    for (size_t word = 0; word < bits->size() && lowest < 0; ++word) {
+      const uint64_t going_on = (*bits)[word] & ~end_bits_[word];
+      if (going_on != 0) lowest = static_cast<int32_t>(word * 64 + std::countr_zero(going_on));
     }
-    for (size_t id = begin; id < end; ++id) {
-      if (!allowed(id)) logits[id] = kRefused;
-    }
-  }
-  // Not before the object is complete: a special token has no bytes, but an end token that is
-  // text (a stop token) must not slip into the object either.
-  for (int32_t id : end_ids_) logits[id] = kRefused;
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (allowed(id) && std::find(end_ids_.begin(), end_ids_.end(), id) == end_ids_.end()) {
-      return static_cast<int32_t>(id);
+    if (lowest >= 0) {
+      for (size_t word = 0; word < bits->size(); ++word) {
+        const uint64_t keep = (*bits)[word] & ~end_bits_[word];
+        const size_t begin = word * 64, end = std::min(begin + 64, logits.size());
+        if (keep == 0) {
+          std::fill(logits.begin() + begin, logits.begin() + end, kRefused);
+          continue;
+        }
+        for (size_t id = begin; id < end; ++id) {
+          if (((keep >> (id - begin)) & 1u) == 0) logits[id] = kRefused;
+        }
+      }
+      return lowest;
     }
   }
-  return -1;
+  // Only an end token: they keep their logits, the rest are refused.
+  std::vector<float> end_logits;
+  for (int32_t id : end_ids_) end_logits.push_back(logits[id]);
+  std::fill(logits.begin(), logits.end(), kRefused);
+  for (size_t i = 0; i < end_ids_.size(); ++i) logits[end_ids_[i]] = end_logits[i];
+  return end_ids_.front();
 }
 
 void JsonConstraint::Accept(int32_t token) {
-  if (state_.complete()) return;  // an end token
+  RIDGE_CHECK(token >= 0 && token < vocabulary_->vocab_size());
+  if (state_.complete() || ((end_bits_[token / 64] >> (token % 64)) & 1u) != 0) return;
   for (char c : vocabulary_->bytes(token)) {
     const bool fits = state_.Step(static_cast<uint8_t>(c));
     RIDGE_CHECK(fits);  // MaskLogits allowed only tokens that fit

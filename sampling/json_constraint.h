@@ -76,10 +76,12 @@ class JsonConstraint {
   // request's stop tokens); they are allowed once the object is complete, and only then.
   JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary, std::vector<int32_t> end_ids);
 
-  // Sets to -inf the logits of the tokens that may not come next. Returns the lowest id that may
-  // (-1 if none), for a caller whose remaining logits are all -inf.
+  // Sets to -inf the logits of the tokens that may not come next, and returns the lowest id that
+  // may (for a caller whose remaining logits are all -inf). Should the request's stop tokens have
+  // taken every token that could go on, only the end tokens are left: the output ends there,
+  // short of a whole object, rather than with no token at all.
   int32_t MaskLogits(std::span<float> logits);
-  // Moves past `token`, which MaskLogits allowed.
+  // Moves past `token`, which MaskLogits allowed (an end token moves nothing).
   void Accept(int32_t token);
 
   bool complete() const { return state_.complete(); }
@@ -87,7 +89,8 @@ class JsonConstraint {
 
  private:
   std::shared_ptr<const JsonVocabulary> vocabulary_;
-  std::vector<int32_t> end_ids_;
+  std::vector<int32_t> end_ids_;  // sorted, distinct
+  TokenBits end_bits_;            // the same as bits
   JsonByteState state_;
 };
 

@@ -135,7 +135,6 @@ int32_t Sampler::SampleWithUniform(std::span<const float> logits,
   if (*std::max_element(logits_.begin(), logits_.end()) > -kInf) {  // else every allowed is -inf
     token = params_.temperature == 0.0f ? GreedyToken(logits_) : SampleAtTemperature(uniform);
   }
-  RIDGE_CHECK(token >= 0);  // JsonVocabulary::Create made sure a token always fits
   json_->Accept(token);
   return token;
 }

@@ -173,8 +173,12 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
 }
 
 std::string Tokenizer::TokenBytes(int32_t id) const {
-  if (const AddedToken* added = added_.FindById(id)) return added->content;
-  const std::string* token = model_->IdToToken(id);
+  const std::string* token = nullptr;
+  if (const AddedToken* added = added_.FindById(id)) {
+    token = &added->content;  // through the decoder too, as Decode sends it
+  } else {
+    token = model_->IdToToken(id);
+  }
   if (token == nullptr) return "";
   if (decoder_ == nullptr) return " " + *token;  // tokens are joined with spaces
   return decoder_->PieceBytes(*token, /*after_fuse=*/false);

@@ -43,7 +43,7 @@ class Tokenizer {
   bool IsSpecial(int32_t id) const;
   // The bytes token `id` adds to decoded text when it is not the text's first token: raw bytes,
   // so a token holding part of a character gives that part (Decode would write U+FFFD). An added
-  // token gives its content. Empty for an id that names no token.
+  // token's content goes through the decoder as in Decode. Empty for an id that names no token.
   std::string TokenBytes(int32_t id) const;
 
   // One past the largest id: the size a model's embedding table must have.

@@ -473,6 +473,21 @@ TEST(TokenizerTest, TokenBytesAreWhatATokenAddsToTheText) {
   EXPECT_EQ(gpt2->TokenBytes(*gpt2->TokenToId("\u0120the")), " the");
   EXPECT_EQ(gpt2->TokenBytes(*gpt2->TokenToId("\u00e2")), "\xE2");  // half of a character
   EXPECT_EQ(gpt2->TokenBytes(-1), "");
+  // An added token goes through the decoder as Decode sends it: one spelled in the byte-level
+  // alphabet gives those bytes ("\u010a" is the newline).
+  nlohmann::json with_added = nlohmann::json::parse(ReadText(kDataDir / "gpt2" / "tokenizer.json"));
+  with_added["added_tokens"].push_back({{"id", 50257},
+                                        {"content", "\u010a"},
+                                        {"single_word", false},
+                                        {"lstrip", false},
+                                        {"rstrip", false},
+                                        {"normalized", false},
+                                        {"special", false}});
+  auto added = Tokenizer::FromJson(with_added.dump(), "");
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ((*added)->TokenBytes(50257), "\n");
+  const std::vector<int32_t> ids = {*gpt2->TokenToId("a"), 50257};
+  EXPECT_EQ(*(*added)->Decode(ids, false), "a\n");
 }
 
 }  // namespace

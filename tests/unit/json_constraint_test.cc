@@ -213,6 +213,18 @@ TEST(JsonSamplerTest, OnlyAnEndTokenFollowsTheObjectAndNoneComesBefore) {
   std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
   auto fresh = Sampler::Create(params, vocab, std::vector<int32_t>{vocab - 1});
   EXPECT_EQ(fresh->Sample(logits, {}, {}), ' ' - 0x20);
+  // Stop tokens that take every token that could go on (here ' ', '{' and "{}", all a JSON object
+  // can start with) end the output at once with an end token, rather than leave no token at all.
+  SamplingParams blocked = params;
+  blocked.stop_token_ids = {' ' - 0x20, '{' - 0x20, vocab - 2};
+  auto stalled = Sampler::Create(
+      blocked, vocab, std::vector<int32_t>{vocab - 1, ' ' - 0x20, '{' - 0x20, vocab - 2});
+  ASSERT_TRUE(stalled.ok()) << stalled.status();
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_EQ(stalled->Sample(logits, {}, {}), ' ' - 0x20);  // the lowest end token, logits tied
+  logits[vocab - 1] = 1.0f;
+  EXPECT_EQ(stalled->Sample(logits, {}, {}), vocab - 1);
+  EXPECT_FALSE(stalled->json_constraint()->complete());
   // A vocabulary of another size is refused by name.
   EXPECT_NE(Sampler::Create(params, vocab + 1, std::vector<int32_t>{0})
                 .status()
