@@ -31,8 +31,7 @@ bool EndsInsideACharacter(const std::string& bytes) {
 
 absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonVocabulary::Create(
     std::span<const std::string> token_bytes) {
-  if (token_bytes.empty() ||
-      token_bytes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+  if (token_bytes.empty() || token_bytes.size() > (size_t{1} << 30)) {
     return absl::InvalidArgumentError("JSON output: the vocabulary is empty or too large");
   }
   std::shared_ptr<JsonVocabulary> v(new JsonVocabulary());
