@@ -8,6 +8,7 @@
 #include "server/backend_selection.h"
 #include "server/command_support.h"
 #include "server/commands.h"
+#include "server/json_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ridge {
@@ -32,6 +33,8 @@ to stderr.
   --seed S                  same seed, same tokens
   --stop-token-ids 5,6      stop when one of these is sampled
   --ignore-eos              keep going past the end-of-sequence token
+  --json-object             JSON mode: the output is one JSON object, then ends (needs the
+                            tokenizer; OpenAI's response_format json_object)
   --solver-tolerance T      CG stops when ||r|| <= T ||r0|| (0 = run every iteration)
   --solver-max-iterations M solver iteration cap (default: the config's: MesaNet's
                             max_cg_step_decoding, GKA's num_iter)
@@ -88,17 +91,20 @@ absl::Status Generate(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
   known.insert({"prompt", "tokenizer", "prompt-ids", "max-tokens", "temperature", "top-k", "top-p",
                 "min-p", "repetition-penalty", "presence-penalty", "frequency-penalty", "seed",
-                "stop-token-ids", "ignore-eos"});
+                "stop-token-ids", "ignore-eos", "json-object"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
-  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv, known, {"ignore-eos"}));
+  ASSIGN_OR_RETURN(const CliArgs args,
+                   CliArgs::Parse(argc, argv, known, {"ignore-eos", "json-object"}));
   GenerationRequest request;
   if (args.Has("prompt") == args.Has("prompt-ids")) {
     return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
   }
   std::unique_ptr<Tokenizer> tokenizer;
-  if (args.Has("prompt")) {
+  if (args.Has("prompt") || args.Has("json-object")) {
     ASSIGN_OR_RETURN(const std::string model_dir, args.String("model"));
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(args.StringOr("tokenizer", model_dir)));
+  }
+  if (args.Has("prompt")) {
     ASSIGN_OR_RETURN(const std::string text, args.String("prompt"));
     ASSIGN_OR_RETURN(request.prompt, tokenizer->Encode(text, /*add_special_tokens=*/true));
   } else {
@@ -107,6 +113,10 @@ absl::Status Generate(int argc, char** argv) {
   ASSIGN_OR_RETURN(request.sampling, SamplingFromFlags(args));
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->spec()));
+  if (args.Has("json-object")) {
+    ASSIGN_OR_RETURN(request.sampling.json_output,
+                     JsonVocabularyOf(*tokenizer, static_cast<int32_t>(model->spec().vocab_size)));
+  }
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
                    CreateBackendFromFlags(args, model.get(), /*num_slots=*/1,
@@ -114,7 +124,7 @@ absl::Status Generate(int argc, char** argv) {
   GenerationTimings timings;
   ASSIGN_OR_RETURN(const auto results, GenerateOffline(*backend, {&request, 1}, &timings));
   const GenerationResult& result = results[0];
-  if (tokenizer != nullptr) {
+  if (args.Has("prompt")) {
     ASSIGN_OR_RETURN(const std::string text,
                      tokenizer->Decode(result.tokens, /*skip_special_tokens=*/true));
     std::printf("%s\n", text.c_str());

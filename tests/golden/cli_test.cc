@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "models/checkpoint.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/run_command.h"
 
 namespace ridge {
@@ -103,6 +104,17 @@ TEST(CliTest, GenerateFromTextWithTheBundledModel) {
   EXPECT_TRUE(std::any_of(out.text.begin(), out.text.end(), ::isalpha)) << out.text;
 }
 
+// --json-object: what the bundled model writes is one JSON object (nlohmann parses it).
+TEST(CliTest, GenerateJsonObject) {
+  const std::string model = std::string(RIDGE_TEST_DATA_DIR) + "/../../assets/default-model";
+  const Output out = RunRidgeserve("generate --model " + model +
+                                       " --prompt 'A cat, in JSON:' --json-object --max-tokens 200"
+                                       " --seed 1 --log-level error",
+                                   false);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_TRUE(nlohmann::json::parse(out.text, nullptr, false).is_object()) << out.text;
+}
+
 TEST(CliTest, BadFlagsGiveClearErrors) {
   const std::string model = " --model " + kCase.string();
   std::string hybrid = " --model ";
@@ -120,6 +132,7 @@ TEST(CliTest, BadFlagsGiveClearErrors) {
       {"frobnicate", "unknown command"},
       {"generate" + model + " --prompt hi --prompt-ids 1", "exactly one of --prompt"},
       {"generate" + model + " --prompt hi", "tokenizer.json"},
+      {"generate" + model + " --prompt-ids 1 --json-object", "tokenizer.json"},
       {"generate" + model + " --prompt-ids 1 --kv-cache-dtype int4",
        "--kv-cache-dtype 'int4' must be auto, bf16, fp8 or fp8_e4m3"},
       {"generate" + hybrid + " --prompt-ids 1 --device cpu --kv-cache-dtype fp8",
