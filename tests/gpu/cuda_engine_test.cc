@@ -89,7 +89,8 @@ TEST(CudaEngineTest, ConcurrentRequestsFinishAndAgreeWithTheCpu) {
 
 // Sampled requests are sampled on the GPU: a seed fixes the tokens (two requests with the same
 // seed, in the same steps, get the same ones), logprobs come back for every token, and a greedy
-// request in the same steps is unaffected by its neighbours' sampling.
+// request in the same steps is unaffected by its neighbours' sampling, nor by requests sampled
+// on the host (a logit bias, JSON mode).
 TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
   const MesaNetConfig config = SmallConfig();
@@ -151,62 +152,34 @@ TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   ASSERT_FALSE(biased[1]->tokens().empty());
   EXPECT_NE(biased[1]->tokens()[0], alone[0]->tokens()[0]);
   EXPECT_EQ(biased[2]->tokens(), alone[0]->tokens());
-  EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
-}
 
-// JSON mode (sampled on the host, as a logit bias is) beside a plain greedy request: the JSON
-// request's tokens spell what can still become one JSON object (the whole object if it ended on
-// its own), and the greedy request is what it is alone.
-TEST(CudaEngineTest, JsonModeBesidePlainRequests) {
-  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
-  const MesaNetConfig config = SmallConfig();
-  const MesaNetWeights weights = Bf16RoundedWeights(config);
-  auto gpu = CudaBackend::Create(config, weights, {.num_slots = 4});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto engine = Engine::Create(gpu->get(), {.max_slots = 4}, nullptr);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  // Ids 0-94 are the printable ASCII characters; the others have no bytes (the last ends it).
+  // JSON mode (also sampled on the host) beside the greedy request: its tokens spell what can
+  // still become one JSON object (the whole object if it ended on its own). Ids 0-94 are the
+  // printable ASCII characters; the others have no bytes, and the last ends the output.
   const auto vocab = static_cast<int32_t>(config.vocab_size);
   std::vector<std::string> bytes(vocab);
-  for (int32_t id = 0; id < 95 && id < vocab; ++id)
+  for (int32_t id = 0; id < 95 && id < vocab; ++id) {
     bytes[id] = std::string(1, static_cast<char>(0x20 + id));
+  }
   auto vocabulary = JsonVocabulary::Create(bytes);
   ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
-
-  EngineRequest greedy;
-  for (int t = 0; t < 30; ++t) greedy.prompt.push_back((t * 7 + 2) % 300);
-  greedy.sampling.max_tokens = 10;
-  greedy.sampling.temperature = 0.0f;
-  EngineRequest json = greedy;
+  EngineRequest json = sampled;
   json.sampling.max_tokens = 60;
-  json.sampling.temperature = 1.0f;
-  json.sampling.seed = 5;
   json.sampling.json_output = *vocabulary;
   json.sampling.stop_token_ids = {vocab - 1};
-
-  auto run = [&](const std::vector<EngineRequest>& requests) {
-    std::vector<std::shared_ptr<CollectingSink>> sinks;
-    std::vector<RequestEvent> finals;
-    for (const EngineRequest& r : requests) {
-      sinks.push_back(std::make_shared<CollectingSink>());
-      EXPECT_TRUE((*engine)->Submit(r, sinks.back()).ok());
-    }
-    for (auto& sink : sinks) finals.push_back(sink->Wait());
-    return std::make_pair(sinks, finals);
-  };
-  const auto [alone, alone_finals] = run({greedy});
-  const auto [together, finals] = run({json, greedy});
-  EXPECT_EQ(together[1]->tokens(), alone[0]->tokens());
-  ASSERT_TRUE(finals[0].status.ok()) << finals[0].status;
+  json.logprobs = false;
+  const auto constrained = run({json, greedy});
+  EXPECT_EQ(constrained[1]->tokens(), alone[0]->tokens());
+  const RequestEvent json_final = constrained[0]->Wait();
   JsonByteState state;
   std::string text;
-  for (int32_t token : together[0]->tokens()) {
+  for (int32_t token : constrained[0]->tokens()) {
     ASSERT_LT(token, 95) << "a token without bytes inside the object";
     text += bytes[token];
     ASSERT_TRUE(state.Step(static_cast<uint8_t>(bytes[token][0]))) << text;
   }
-  EXPECT_EQ(state.complete(), finals[0].finish_reason != FinishReason::kLength) << text;
-  std::printf("JSON output: %s (%s)\n", text.c_str(), FinishReasonName(finals[0].finish_reason));
+  EXPECT_EQ(state.complete(), json_final.finish_reason != FinishReason::kLength) << text;
+  std::printf("JSON output: %s (%s)\n", text.c_str(), FinishReasonName(json_final.finish_reason));
   EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
 }
 
