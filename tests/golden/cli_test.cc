@@ -17,6 +17,8 @@
 namespace ridge {
 namespace {
 
+// The model the README runs (assets/default-model), with its tokenizer.
+const std::string kBundledModel = std::string(RIDGE_TEST_DATA_DIR) + "/../../assets/default-model";
 const std::filesystem::path kCase =
     std::filesystem::path(RIDGE_TEST_DATA_DIR) / "mesanet" / "d64_untied";
 
@@ -94,8 +96,7 @@ TEST(CliTest, GenerateIsDeterministicWithASeed) {
 }
 
 TEST(CliTest, GenerateFromTextWithTheBundledModel) {
-  const std::string model = std::string(RIDGE_TEST_DATA_DIR) + "/../../assets/default-model";
-  const Output out = RunRidgeserve("generate --model " + model +
+  const Output out = RunRidgeserve("generate --model " + kBundledModel +
                                        " --prompt 'In the beginning' --max-tokens 8 --seed 3"
                                        " --temperature 0 --log-level error",
                                    false);
@@ -106,8 +107,7 @@ TEST(CliTest, GenerateFromTextWithTheBundledModel) {
 
 // --json-object: what the bundled model writes is one JSON object (nlohmann parses it).
 TEST(CliTest, GenerateJsonObject) {
-  const std::string model = std::string(RIDGE_TEST_DATA_DIR) + "/../../assets/default-model";
-  const Output out = RunRidgeserve("generate --model " + model +
+  const Output out = RunRidgeserve("generate --model " + kBundledModel +
                                        " --prompt 'A cat, in JSON:' --json-object --max-tokens 200"
                                        " --seed 1 --log-level error",
                                    false);
