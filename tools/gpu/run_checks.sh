@@ -40,7 +40,9 @@ for test in mesa_kernels_test cuda_backend_test cuda_backend_mechanics_test cuda
   token_sampling_test row_kernels_test few_rows_gemm_test gka_recurrence_test \
   paged_attention_test cuda_hybrid_backend_test cuda_hybrid_graphs_test cuda_prefix_cache_test \
   cuda_tensor_parallel_test backend_selection_test tensor_parallel_watchdog_test; do
-  check "$test" "$test" "$test" --gtest_brief=1
+  # By its path: a death test runs the binary again through argv[0], which execv does not look
+  # up in PATH.
+  check "$test" "$test" "$(command -v "$test" || echo "$test")" --gtest_brief=1
 done
 
 if ((sanitizers)); then
