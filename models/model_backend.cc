@@ -9,6 +9,16 @@
 
 namespace ridge {
 
+PickedToken PickOnHost(const TokenPick& pick, std::span<const float> row) {
+  PickedToken out;
+  out.token = pick.sampler->SampleWithUniform(row, pick.prompt, pick.generated, pick.uniform);
+  if (pick.logprobs) {
+    out.logprob = TokenLogprob(row, out.token);
+    TopLogprobs(row, pick.top_logprobs, &out.top);
+  }
+  return out;
+}
+
 absl::Status ModelBackend::ForwardGreedy(std::span<const SlotChunk> chunks,
                                          std::vector<int32_t>* next_tokens) {
   std::vector<float> logits;
@@ -36,13 +46,7 @@ absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
   for (size_t i = 0; i < chunks.size(); ++i) {
     const TokenPick& pick = picks[i];
     if (pick.sampler == nullptr) continue;
-    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
-    PickedToken& out = (*picked)[i];
-    out.token = pick.sampler->SampleWithUniform(row, pick.prompt, pick.generated, pick.uniform);
-    if (pick.logprobs) {
-      out.logprob = TokenLogprob(row, out.token);
-      TopLogprobs(row, pick.top_logprobs, &out.top);
-    }
+    (*picked)[i] = PickOnHost(pick, std::span<const float>(logits).subspan(i * vocab, vocab));
   }
   return absl::OkStatus();
 }

@@ -51,6 +51,11 @@ struct PickedToken {
   std::vector<std::pair<int32_t, float>> top;  // most likely first (when asked)
 };
 
+// Picks `pick`'s token from one row of logits on the host, as Sampler::SampleWithUniform does,
+// with its log-probabilities when asked: how ModelBackend::ForwardSample picks each row, and how
+// a GPU backend picks the rows its device sampler cannot (Sampler::NeedsHostLogits).
+PickedToken PickOnHost(const TokenPick& pick, std::span<const float> row);
+
 class ModelBackend {
  public:
   virtual ~ModelBackend() = default;

@@ -85,6 +85,8 @@ struct CudaBackend::Impl {
   // Device sampling: per-row parameters and picks [cap_seqs], penalty entries [cap_penalties].
   DeviceBuffer sampling_params, sampled, penalties;
   PinnedBuffer host_sampling_params, host_sampled, host_penalties;
+  // The logits of a sampled step's rows that are picked on the host (PickRowsOnHost).
+  PinnedBuffer host_pick_logits;
   int64_t cap_penalties = 0;
   std::vector<int32_t> token_marks;  // [vocab], zero between steps: builds the penalty lists
   // Chunked prefill scratch, sized on demand (never used by captured graphs).

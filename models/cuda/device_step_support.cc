@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/few_rows_gemm.h"
+#include "sampling/sampler.h"
 
 namespace ridge {
 
@@ -149,6 +150,40 @@ void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampl
       to.top.emplace_back(from.top_tokens[n], from.top_logprobs[n]);
     }
   }
+}
+
+SplitPicks SplitHostPicks(std::span<const TokenPick> picks) {
+  SplitPicks split;
+  split.device.assign(picks.begin(), picks.end());
+  for (size_t i = 0; i < picks.size(); ++i) {
+    if (picks[i].sampler != nullptr && picks[i].sampler->NeedsHostLogits()) {
+      split.host_rows.push_back(i);
+      split.device[i] = TokenPick{};
+    }
+  }
+  return split;
+}
+
+absl::Status PickRowsOnHost(std::span<const TokenPick> picks, std::span<const size_t> host_rows,
+                            const float* logits, int64_t stride, int64_t vocab,
+                            cuda::PinnedBuffer& host_logits, cudaStream_t stream,
+                            std::vector<PickedToken>* picked) {
+  const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+  if (host_logits.bytes() < host_rows.size() * row_bytes) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // no copy still writes it
+    RETURN_IF_ERROR(host_logits.Allocate(host_rows.size() * row_bytes));
+  }
+  float* host = host_logits.as<float>();
+  for (size_t k = 0; k < host_rows.size(); ++k) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + k * vocab, logits + host_rows[k] * stride,
+                                               row_bytes, cudaMemcpyDeviceToHost, stream));
+  }
+  RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  for (size_t k = 0; k < host_rows.size(); ++k) {
+    const size_t row = host_rows[k];
+    (*picked)[row] = PickOnHost(picks[row], std::span<const float>(host + k * vocab, vocab));
+  }
+  return absl::OkStatus();
 }
 
 void MergeSolveCounters(const cuda::SolveCounters* counters, int64_t heads, SolverStats* stats) {

@@ -67,6 +67,24 @@ absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, 
                                 const cuda::PinnedBuffer& host_penalties,
                                 const cuda::DeviceBuffer& penalties, cudaStream_t stream);
 
+// A sampled step's picks split between the device's sampler and the host: `host_rows` are the
+// rows the device cannot pick (a logit bias, a JSON mask: Sampler::NeedsHostLogits), and in
+// `device` their picks have no sampler, so the device treats them as padding (greedy, no
+// penalties) and leaves their logits as the model wrote them.
+struct SplitPicks {
+  std::vector<TokenPick> device;
+  std::vector<size_t> host_rows;
+};
+SplitPicks SplitHostPicks(std::span<const TokenPick> picks);
+
+// Copies rows `host_rows` of the device's logits ([*, stride] floats, `vocab` used) into
+// `host_logits` (grown to fit; pinned), then picks each on the host with its pick into
+// (*picked)[row]. Call after the step's work on `stream` has written the logits.
+absl::Status PickRowsOnHost(std::span<const TokenPick> picks, std::span<const size_t> host_rows,
+                            const float* logits, int64_t stride, int64_t vocab,
+                            cuda::PinnedBuffer& host_logits, cudaStream_t stream,
+                            std::vector<PickedToken>* picked);
+
 // The device's picks ([picks.size()]) as the caller's PickedTokens.
 void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,
                std::vector<PickedToken>* picked);

@@ -502,20 +502,20 @@ absl::Status CudaHybridBackend::ForwardSample(std::span<const SlotChunk> chunks,
     std::vector<int32_t> none;
     return ForwardGreedy(chunks, &none);
   }
-  // The device's sampler knows no logit bias and no JSON mask: such a step samples on the host.
-  if (std::any_of(picks.begin(), picks.end(), [](const TokenPick& p) {
-        return p.sampler != nullptr && p.sampler->NeedsHostLogits();
-      })) {
-    return ModelBackend::ForwardSample(chunks, picks, picked);
-  }
   picked->assign(chunks.size(), PickedToken{});
   if (chunks.empty()) return absl::OkStatus();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+  // The device's sampler knows no logit bias and no JSON mask: those rows are picked on the
+  // host from their logits, the others on the device.
+  const SplitPicks split = SplitHostPicks(picks);
   int64_t out_rows = 0;
-  RETURN_IF_ERROR(
-      impl_->RunStep(chunks, LogitsFor::kLastToken, Impl::Output::kSampled, picks, &out_rows));
-  CopyPicks(picks, impl_->host_sampled.as<const cuda::SampledToken>(), picked);
-  return absl::OkStatus();
+  RETURN_IF_ERROR(impl_->RunStep(chunks, LogitsFor::kLastToken, Impl::Output::kSampled,
+                                 split.device, &out_rows));
+  CopyPicks(split.device, impl_->host_sampled.as<const cuda::SampledToken>(), picked);
+  if (split.host_rows.empty()) return absl::OkStatus();
+  return PickRowsOnHost(picks, split.host_rows, impl_->logits.as<const float>(),
+                        impl_->vocab_stride, impl_->spec.vocab_size, impl_->host_pick_logits,
+                        impl_->stream, picked);
 }
 
 }  // namespace ridge

@@ -109,6 +109,8 @@ struct CudaHybridBackend::Impl {
   int64_t cap_logit_rows = 0;
   DeviceBuffer sampling_params, sampled, penalties;
   PinnedBuffer host_sampling_params, host_sampled, host_penalties;
+  // The logits of a sampled step's rows that are picked on the host (PickRowsOnHost).
+  PinnedBuffer host_pick_logits;
   int64_t cap_penalties = 0;
   std::vector<int32_t> token_marks;  // [vocab], zero between steps
 

@@ -152,6 +152,14 @@ TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   ASSERT_FALSE(biased[1]->tokens().empty());
   EXPECT_NE(biased[1]->tokens()[0], alone[0]->tokens()[0]);
   EXPECT_EQ(biased[2]->tokens(), alone[0]->tokens());
+  // The rows without a bias are still the device's picks: the seeded request beside a biased one
+  // draws what it drew beside its twin, log-probabilities to the bit.
+  const auto beside_bias = run({forced, sampled, greedy});
+  EXPECT_EQ(beside_bias[1]->tokens(), tokens);
+  ASSERT_EQ(beside_bias[1]->logprobs().size(), logprobs.size());
+  for (size_t i = 0; i < logprobs.size(); ++i) {
+    EXPECT_EQ(beside_bias[1]->logprobs()[i].logprob, logprobs[i].logprob) << i;
+  }
 
   // JSON mode (also sampled on the host) beside the greedy request: its tokens spell what can
   // still become one JSON object (the whole object if it ended on its own). Ids 0-94 are the

@@ -26,6 +26,7 @@
 #include "models/cpu_backend.h"
 #include "models/cuda/hybrid_backend.h"
 #include "nlohmann/json.hpp"
+#include "sampling/sampler.h"
 #include "tests/gpu/small_models.h"
 #include "tests/support/collecting_sink.h"
 
@@ -314,6 +315,75 @@ TEST_P(CudaHybridLongPromptTest, OneStepAgreesWithTheCpu) {
     ASSERT_TRUE(gpu_status.ok()) << gpu_status << " (prompt of " << length << ")";
     ASSERT_TRUE(cpu.Forward({&chunk, 1}, LogitsFor::kLastToken, &on_cpu).ok());
     EXPECT_LT(RelativeRms(on_gpu, on_cpu), 2e-2) << GetParam() << ", prompt of " << length;
+  }
+}
+
+// A sampled step whose rows need the host (a logit bias) beside rows the device picks: the host
+// rows are picked from their own logits (those of a logits step of a twin backend, the same
+// kernels and batch), and the device rows are the device's, to the bit, as in a step without host
+// rows (the whole step used to be picked on the host).
+TEST(CudaHybridSamplingTest, HostRowsBesideDeviceRows) {
+  if (QueryCudaDevices().empty()) GTEST_SKIP() << "no CUDA device here";
+  auto model = SmallModel({"GKA-*", 64, 4, 2, 0, 0.0f, 30});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int32_t vocab = static_cast<int32_t>((*model)->spec().vocab_size);
+  std::vector<std::unique_ptr<CudaHybridBackend>> twins;
+  for (int i = 0; i < 3; ++i) {
+    auto gpu = CudaHybridBackend::Create((*model)->spec(), *(*model)->hybrid_weights(),
+                                         {.num_slots = 3, .num_kv_blocks = 16});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    twins.push_back(std::move(*gpu));
+  }
+  std::vector<std::vector<int32_t>> prompts(3), blocks(3);
+  std::vector<SlotChunk> chunks(3);
+  for (int i = 0; i < 3; ++i) {
+    for (int t = 0; t < 20 + 9 * i; ++t) prompts[i].push_back((t * 37 + 11 * i) % vocab);
+    blocks[i] = {5 * i, 5 * i + 1, 5 * i + 2};
+    chunks[i] = {.slot = i, .tokens = prompts[i], .solver = {0.0f, 30}, .kv_blocks = blocks[i]};
+  }
+  SamplingParams plain;
+  plain.temperature = 0.9f;
+  plain.top_k = 50;
+  plain.repetition_penalty = 1.1f;
+  SamplingParams biased = plain;
+  for (int32_t token = 0; token < vocab; token += 3) biased.logit_bias.emplace_back(token, 2.5f);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  auto make = [&](const SamplingParams& p) {
+    auto sampler = Sampler::Create(p, vocab);
+    EXPECT_TRUE(sampler.ok()) << sampler.status();
+    return std::make_unique<Sampler>(std::move(*sampler));
+  };
+  std::vector<std::unique_ptr<Sampler>> samplers;
+  for (const SamplingParams* p : {&biased, &plain, &greedy}) samplers.push_back(make(*p));
+  std::vector<TokenPick> picks(3);
+  for (int i = 0; i < 3; ++i) {
+    picks[i] = {.sampler = samplers[i].get(),
+                .uniform = 0.25 + 0.2 * i,
+                .prompt = prompts[i],
+                .logprobs = true,
+                .top_logprobs = 2};
+  }
+
+  std::vector<PickedToken> mixed, device_only;
+  ASSERT_TRUE(twins[0]->ForwardSample(chunks, picks, &mixed).ok());
+  std::vector<TokenPick> without_host_rows = picks;
+  without_host_rows[0].sampler = nullptr;
+  ASSERT_TRUE(twins[1]->ForwardSample(chunks, without_host_rows, &device_only).ok());
+  std::vector<float> logits;
+  ASSERT_TRUE(twins[2]->Forward(chunks, LogitsFor::kLastToken, &logits).ok());
+  ASSERT_EQ(mixed.size(), 3u);
+
+  const PickedToken expected =
+      PickOnHost(picks[0], std::span<const float>(logits).subspan(0, vocab));
+  EXPECT_EQ(mixed[0].token, expected.token);
+  EXPECT_EQ(mixed[0].token % 3, 0) << "a +2.5 bias on every third token should win at 0.9";
+  EXPECT_EQ(mixed[0].logprob, expected.logprob);
+  EXPECT_EQ(mixed[0].top, expected.top);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(mixed[i].token, device_only[i].token) << "row " << i;
+    EXPECT_EQ(mixed[i].logprob, device_only[i].logprob) << "row " << i;
+    EXPECT_EQ(mixed[i].top, device_only[i].top) << "row " << i;
   }
 }
 
