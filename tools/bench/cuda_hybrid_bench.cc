@@ -10,7 +10,8 @@
 //       [--tolerances 0,1e-3] [--decode-steps 8] [--ttft 14336] [--prefill-batch 8]
 //       [--prefill-len 16384] [--chunk 2048] [--gpu-memory-utilization 0.92]
 //       [--kv-cache-dtype bf16|fp8] [--graphs 1 (0: launch every decode step)]
-//       [--gka-prefill-tensor-cores 0 (1: the chunked GKA prefill's state products on them)]
+//       [--gka-prefill-tensor-cores 1 (0: the chunked GKA prefill's state products on the CUDA
+//       cores)]
 //       [--tensor-parallel-size 1 (N: the model split over N ranks, rank r on GPU r modulo the
 //        GPUs present, NCCL when each has its own)]
 //
@@ -158,7 +159,7 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t chunk, args.Int("chunk", 2048));
   ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.92));
   ASSIGN_OR_RETURN(const int64_t ranks, args.Int("tensor-parallel-size", 1));
-  ASSIGN_OR_RETURN(const int64_t prefill_tensor_cores, args.Int("gka-prefill-tensor-cores", 0));
+  ASSIGN_OR_RETURN(const int64_t prefill_tensor_cores, args.Int("gka-prefill-tensor-cores", 1));
   if (ranks < 1 || ranks > 64) {
     return absl::InvalidArgumentError("--tensor-parallel-size must be in [1, 64]");
   }
