@@ -14,6 +14,9 @@
 //       cores)]
 //       [--tensor-parallel-size 1 (N: the model split over N ranks, rank r on GPU r modulo the
 //        GPUs present, NCCL when each has its own)]
+//       [--picks greedy (a list of: greedy; sampled, every sequence at temperature 0.8 on the
+//        device; host-row, the same with one sequence's pick on the host (a logit bias);
+//        host-all, every sequence sampled on the host from copied logits, ModelBackend's way)]
 //
 // Decode at context L: one real L-token prefill, its recurrent state copied into every slot;
 // their KV blocks (distinct per sequence) hold zeros, as the kernels' bytes and work do not
@@ -26,11 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "models/arch/load_model.h"
 #include "models/cuda/device_memory.h"
 #include "models/cuda/hybrid_backend.h"
 #include "models/cuda/tensor_parallel_cuda_backend.h"
+#include "sampling/sampler.h"
 #include "server/cli_args.h"
 
 namespace ridge {
@@ -80,6 +86,61 @@ absl::StatusOr<double> Prefill(ModelBackend& b, int64_t first, int64_t count, in
   return SecondsSince(start);
 }
 
+// How a decode step picks its tokens (--picks).
+enum class Picks { kGreedy, kSampled, kHostRow, kHostAll };
+
+absl::StatusOr<Picks> ParsePicks(const std::string& name) {
+  if (name == "greedy") return Picks::kGreedy;
+  if (name == "sampled") return Picks::kSampled;
+  if (name == "host-row") return Picks::kHostRow;
+  if (name == "host-all") return Picks::kHostAll;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--picks: unknown \"", name, "\" (greedy, sampled, host-row, host-all)"));
+}
+
+// One step's picks: the greedy argmax, or token picks by samplers at temperature 0.8 (the first
+// with a logit bias for host-row), on the device or (host-all) all on the host.
+absl::Status PickTokens(ModelBackend& b, Picks mode, std::span<const SlotChunk> chunks,
+                        std::vector<std::unique_ptr<Sampler>>& samplers) {
+  if (mode == Picks::kGreedy) {
+    std::vector<int32_t> next;
+    return b.ForwardGreedy(chunks, &next);
+  }
+  const int32_t vocab = static_cast<int32_t>(b.spec().vocab_size);
+  if (samplers.size() != chunks.size()) {
+    samplers.clear();
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      SamplingParams params;
+      params.temperature = 0.8f;
+      params.seed = static_cast<uint64_t>(i);
+      if (i == 0 && mode == Picks::kHostRow) params.logit_bias = {{0, 0.5f}};
+      ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(params, vocab));
+      samplers.push_back(std::make_unique<Sampler>(std::move(sampler)));
+    }
+  }
+  std::vector<TokenPick> picks(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    picks[i] = {.sampler = samplers[i].get(), .uniform = samplers[i]->NextDrawUniform()};
+  }
+  std::vector<PickedToken> picked;
+  return mode == Picks::kHostAll ? b.ModelBackend::ForwardSample(chunks, picks, &picked)
+                                 : b.ForwardSample(chunks, picks, &picked);
+}
+
+const char* PicksName(Picks mode) {
+  switch (mode) {
+    case Picks::kGreedy:
+      return "greedy";
+    case Picks::kSampled:
+      return "sampled";
+    case Picks::kHostRow:
+      return "host-row";
+    case Picks::kHostAll:
+      return "host-all";
+  }
+  return "";
+}
+
 struct DecodeRun {
   int64_t context = 0, batch = 0;
   int32_t max_iterations = 0;
@@ -90,6 +151,7 @@ struct DecodeRun {
   // The GPUs the ranks run on, and the share of every byte the busiest of them moves.
   int64_t gpus = 1;
   double busiest_gpu_share = 1.0;
+  Picks picks = Picks::kGreedy;
 };
 
 // Pure decode of run.batch sequences, each starting from the template slot's state at
@@ -98,8 +160,9 @@ absl::Status MeasureDecode(ModelBackend& b, const DecodeRun& run,
                            const std::vector<std::vector<int32_t>>& tables) {
   const ModelSpec& spec = b.spec();
   for (int64_t s = 0; s < run.batch; ++s) RETURN_IF_ERROR(b.CopySlot(run.template_slot, s));
-  std::vector<int32_t> tokens(run.batch), next;
+  std::vector<int32_t> tokens(run.batch);
   std::vector<SolverStats> stats(run.batch);
+  std::vector<std::unique_ptr<Sampler>> samplers;
   double seconds = 0;
   for (int64_t step = 0; step < run.steps + 2; ++step) {
     std::vector<SlotChunk> chunks;
@@ -113,7 +176,7 @@ absl::Status MeasureDecode(ModelBackend& b, const DecodeRun& run,
                         .kv_blocks = tables[s]});
     }
     const auto start = Clock::now();
-    RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+    RETURN_IF_ERROR(PickTokens(b, run.picks, chunks, samplers));
     if (step >= 2) seconds += SecondsSince(start);  // two warm-up steps
   }
   SolverStats all;
@@ -129,12 +192,13 @@ absl::Status MeasureDecode(ModelBackend& b, const DecodeRun& run,
   std::printf(
       "decode context %6lld batch %4lld num_iter %2d tol %-6.0e step %7.2f ms  %8.0f tok/s  "
       "(%.0f a GPU)  mean_iters %5.2f  bytes/step %.2f GB (busiest GPU %.2f GB, %.2f TB/s)  "
-      "byte limit %.0f tok/s (%.0f%%)\n",
+      "byte limit %.0f tok/s (%.0f%%)%s%s\n",
       static_cast<long long>(run.context), static_cast<long long>(run.batch), run.max_iterations,
       static_cast<double>(run.tolerance), step_s * 1e3, batch / step_s,
       batch / step_s / static_cast<double>(run.gpus), all.MeanIterations(), bytes / 1e9,
       gpu_bytes / 1e9, gpu_bytes / step_s / 1e12, limit_tok_s,
-      100.0 * (batch / step_s) / limit_tok_s);
+      100.0 * (batch / step_s) / limit_tok_s, run.picks == Picks::kGreedy ? "" : "  picks ",
+      run.picks == Picks::kGreedy ? "" : PicksName(run.picks));
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -145,13 +209,19 @@ absl::Status Bench(int argc, char** argv) {
                                   {"config", "contexts", "max-batch", "iterations", "tolerances",
                                    "decode-steps", "ttft", "prefill-batch", "prefill-len", "chunk",
                                    "gpu-memory-utilization", "kv-cache-dtype", "graphs",
-                                   "tensor-parallel-size", "gka-prefill-tensor-cores"}));
+                                   "tensor-parallel-size", "gka-prefill-tensor-cores", "picks"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
   ASSIGN_OR_RETURN(const auto max_batches, args.NumberList("max-batch", "0"));
   ASSIGN_OR_RETURN(const int64_t use_graphs, args.Int("graphs", 1));
   ASSIGN_OR_RETURN(const auto iteration_caps, args.NumberList("iterations", "30,10"));
   ASSIGN_OR_RETURN(const auto tolerances, args.NumberList("tolerances", "0,1e-3"));
+  std::vector<Picks> pick_modes;
+  const std::vector<std::string> pick_names = absl::StrSplit(args.StringOr("picks", "greedy"), ',');
+  for (const std::string& name : pick_names) {
+    ASSIGN_OR_RETURN(const Picks mode, ParsePicks(name));
+    pick_modes.push_back(mode);
+  }
   ASSIGN_OR_RETURN(const int64_t steps, args.Int("decode-steps", 8));
   ASSIGN_OR_RETURN(const int64_t ttft_len, args.Int("ttft", 14336));
   ASSIGN_OR_RETURN(const int64_t prefill_batch, args.Int("prefill-batch", 8));
@@ -293,18 +363,21 @@ absl::Status Bench(int argc, char** argv) {
           batch_value > 0 ? std::min(static_cast<int64_t>(batch_value), fit) : fit;
       for (double cap_value : iteration_caps) {
         for (double tol : tolerances) {
-          RETURN_IF_ERROR(MeasureDecode(b,
-                                        {.context = context,
-                                         .batch = batch,
-                                         .max_iterations = static_cast<int32_t>(cap_value),
-                                         .tolerance = static_cast<float>(tol),
-                                         .steps = steps,
-                                         .template_slot = template_slot,
-                                         .copy_ceiling = ceiling,
-                                         .weight_bytes = weight_bytes,
-                                         .gpus = gpus,
-                                         .busiest_gpu_share = busiest_gpu_share},
-                                        tables));
+          for (const Picks picks : pick_modes) {
+            RETURN_IF_ERROR(MeasureDecode(b,
+                                          {.context = context,
+                                           .batch = batch,
+                                           .max_iterations = static_cast<int32_t>(cap_value),
+                                           .tolerance = static_cast<float>(tol),
+                                           .steps = steps,
+                                           .template_slot = template_slot,
+                                           .copy_ceiling = ceiling,
+                                           .weight_bytes = weight_bytes,
+                                           .gpus = gpus,
+                                           .busiest_gpu_share = busiest_gpu_share,
+                                           .picks = picks},
+                                          tables));
+          }
         }
       }
     }
