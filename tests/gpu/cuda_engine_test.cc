@@ -152,13 +152,16 @@ TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   ASSERT_FALSE(biased[1]->tokens().empty());
   EXPECT_NE(biased[1]->tokens()[0], alone[0]->tokens()[0]);
   EXPECT_EQ(biased[2]->tokens(), alone[0]->tokens());
-  // The rows without a bias are still the device's picks: the seeded request beside a biased one
-  // draws what it drew beside its twin, log-probabilities to the bit.
+  // Beside a biased request the seeded one draws what it drew beside its twin. (Its
+  // log-probabilities agree only within the rounding of a different step composition: the
+  // engine admits requests as they come, so which steps they share varies from run to run.
+  // CudaHybridSamplingTest checks at the backend, one step, that such rows are the device's
+  // picks.)
   const auto beside_bias = run({forced, sampled, greedy});
   EXPECT_EQ(beside_bias[1]->tokens(), tokens);
   ASSERT_EQ(beside_bias[1]->logprobs().size(), logprobs.size());
   for (size_t i = 0; i < logprobs.size(); ++i) {
-    EXPECT_EQ(beside_bias[1]->logprobs()[i].logprob, logprobs[i].logprob) << i;
+    EXPECT_NEAR(beside_bias[1]->logprobs()[i].logprob, logprobs[i].logprob, 2e-2) << i;
   }
 
   // JSON mode (also sampled on the host) beside the greedy request: its tokens spell what can
