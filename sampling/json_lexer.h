@@ -34,14 +34,21 @@ class JsonStringLexer {
 };
 
 // A number after its first byte ('-' or a digit); with `integer`, no fraction and no exponent.
+// With `bounded`, it keeps to what a double holds, as every JSON parser reads it: at most
+// kMaxJsonNumberDigits digits before the point and after it, and an exponent of at most 2
+// digits (so below 1e120; 149e419 is JSON, but nlohmann::json, for one, refuses it).
+inline constexpr int kMaxJsonNumberDigits = 20;
 class JsonNumberLexer {
  public:
   enum class Result : uint8_t { kFail, kMore, kEnded };  // kEnded: the number ended before `c`
   // `first` must be '-' or a digit.
-  JsonNumberLexer(uint8_t first, bool integer);
+  JsonNumberLexer(uint8_t first, bool integer, bool bounded = false);
   JsonNumberLexer() = default;
   Result Step(uint8_t c);
-  uint32_t key() const { return static_cast<uint32_t>(at_) | (integer_ ? 0x100u : 0u); }
+  uint32_t key() const {
+    return static_cast<uint32_t>(at_) | (integer_ ? 0x100u : 0u) |
+           (bounded_ ? 0x200u | static_cast<uint32_t>(digits_) << 16 : 0u);
+  }
   bool operator==(const JsonNumberLexer&) const = default;
 
  private:
@@ -55,8 +62,15 @@ class JsonNumberLexer {
     kSign,       // after the exponent's sign: a digit
     kExpDigits,  // in the exponent's digits
   };
+  // A digit more in the current part (integer, fraction or exponent), if the bound allows it.
+  bool Digit() {
+    return !bounded_ || ++digits_ <= (at_ == At::kExpDigits ? 2 : kMaxJsonNumberDigits);
+  }
+
   At at_ = At::kMinus;
   bool integer_ = false;
+  bool bounded_ = false;
+  uint8_t digits_ = 0;  // in the current part, when bounded_
 };
 
 inline JsonStringLexer::Result JsonStringLexer::Step(uint8_t c) {
@@ -122,11 +136,13 @@ inline uint32_t JsonStringLexer::key() const {
   return k;
 }
 
-inline JsonNumberLexer::JsonNumberLexer(uint8_t first, bool integer)
+inline JsonNumberLexer::JsonNumberLexer(uint8_t first, bool integer, bool bounded)
     : at_(first == '-'   ? At::kMinus
           : first == '0' ? At::kZero
                          : At::kInteger),
-      integer_(integer) {}
+      integer_(integer),
+      bounded_(bounded),
+      digits_(first == '-' ? 0 : 1) {}
 
 inline JsonNumberLexer::Result JsonNumberLexer::Step(uint8_t c) {
   const bool digit = IsJsonDigit(c);
@@ -135,27 +151,31 @@ inline JsonNumberLexer::Result JsonNumberLexer::Step(uint8_t c) {
     case At::kMinus:
       if (!digit) return Result::kFail;
       at_ = c == '0' ? At::kZero : At::kInteger;
+      digits_ = 1;
       return Result::kMore;
     case At::kZero:
     case At::kInteger:
-      if (digit && at_ == At::kInteger) return Result::kMore;
+      if (digit && at_ == At::kInteger) return Digit() ? Result::kMore : Result::kFail;
       if (c == '.' && !integer_) {
         at_ = At::kDot;
+        digits_ = 0;
         return Result::kMore;
       }
       if (exponent) {
         at_ = At::kExponent;
+        digits_ = 0;
         return Result::kMore;
       }
       break;  // the number ends here (a digit after a leading 0 does not fit what follows)
     case At::kDot:
       if (!digit) return Result::kFail;
       at_ = At::kFraction;
-      return Result::kMore;
+      return Digit() ? Result::kMore : Result::kFail;
     case At::kFraction:
-      if (digit) return Result::kMore;
+      if (digit) return Digit() ? Result::kMore : Result::kFail;
       if (exponent) {
         at_ = At::kExponent;
+        digits_ = 0;
         return Result::kMore;
       }
       break;
@@ -164,15 +184,13 @@ inline JsonNumberLexer::Result JsonNumberLexer::Step(uint8_t c) {
         at_ = At::kSign;
         return Result::kMore;
       }
-      if (!digit) return Result::kFail;
-      at_ = At::kExpDigits;
-      return Result::kMore;
+      [[fallthrough]];
     case At::kSign:
       if (!digit) return Result::kFail;
       at_ = At::kExpDigits;
-      return Result::kMore;
+      return Digit() ? Result::kMore : Result::kFail;
     case At::kExpDigits:
-      if (digit) return Result::kMore;
+      if (digit) return Digit() ? Result::kMore : Result::kFail;
       break;
   }
   return Result::kEnded;

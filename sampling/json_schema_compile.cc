@@ -168,7 +168,8 @@ class JsonSchemaCompiler {
     std::vector<std::string> types;
     RETURN_IF_ERROR(ReadTypes(s, path, &types));
     // Each keyword must apply to one of the types.
-    for (const auto& [key, unused] : s.items()) {
+    for (const auto& item : s.items()) {
+      const std::string& key = item.key();
       if (key == "type" || Annotations().contains(key) || key == "$defs" || key == "definitions") {
         continue;
       }
@@ -485,14 +486,22 @@ class JsonSchemaCompiler {
 };
 
 absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const json& schema) {
-  if (schema.dump().size() > kMaxSchemaBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the schema is longer than ", kMaxSchemaBytes, " bytes as compact JSON"));
+  try {  // dump() throws on strings that are not UTF-8, which a parsed text never has
+    if (schema.dump().size() > kMaxSchemaBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the schema is longer than ", kMaxSchemaBytes, " bytes as compact JSON"));
+    }
+    return JsonSchemaCompiler(schema).Run();
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the schema cannot be read: ", e.what()));
   }
-  return JsonSchemaCompiler(schema).Run();
 }
 
 absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::Parse(std::string_view text) {
+  if (text.size() > 4 * kMaxSchemaBytes) {  // room for whitespace; compact, it must fit the bound
+    return absl::InvalidArgumentError(
+        absl::StrCat("the schema text is longer than ", 4 * kMaxSchemaBytes, " bytes"));
+  }
   json schema;
   try {
     schema = json::parse(text);

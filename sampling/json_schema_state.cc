@@ -149,7 +149,7 @@ bool JsonSchemaState::Begin(int32_t leaf, uint8_t c) {
     case Kind::kInteger:
       if (c != '-' && !IsJsonDigit(c)) return false;
       mode_ = Mode::kNumber;
-      number_ = JsonNumberLexer(c, n.kind == Kind::kInteger);
+      number_ = JsonNumberLexer(c, n.kind == Kind::kInteger, /*bounded=*/true);
       return true;
     case Kind::kLiterals: {
       const uint64_t all =

@@ -180,6 +180,22 @@ TEST(JsonSchemaTest, WritesThePlainFormOnly) {
   EXPECT_FALSE(accepts(R"({"b": "",})"));
   EXPECT_EQ(Feed(**schema, R"({"b": "x"} )").taken, 10u);  // nothing after the object
 
+  // Numbers keep to what a double holds (nlohmann::json refuses 1e400 as an overflow).
+  const auto numbers = JsonSchema::Parse(
+      R"({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]})");
+  ASSERT_TRUE(numbers.ok()) << numbers.status();
+  auto number = [&](const std::string& n) {
+    const std::string text = "{\"n\":" + n + "}";
+    const Progress run = Feed(**numbers, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(number("-12345678901234567890.12345678901234567890e-99"));
+  EXPECT_TRUE(number("1E+05"));
+  EXPECT_FALSE(number("123456789012345678901"));
+  EXPECT_FALSE(number("0.123456789012345678901"));
+  EXPECT_FALSE(number("1e100"));
+  EXPECT_FALSE(number("149e419"));
+
   // Recursion stops at kMaxSchemaDepth containers: past it, an optional nested value cannot
   // begin, and what is open can still end.
   const auto tree = JsonSchema::Parse(R"({"type": "object",
