@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "sampling/json_lexer.h"
+
 namespace ridge {
 
 inline constexpr int kMaxJsonDepth = 64;
@@ -32,7 +34,7 @@ class JsonByteState {
   bool complete() const { return mode_ == Mode::kDone; }
   // Inside a string, between characters: a token without '"' and '\' stays inside it, and
   // whether it fits depends on its bytes alone.
-  bool in_string_body() const { return mode_ == Mode::kString; }
+  bool in_string_body() const { return mode_ == Mode::kString && string_.in_body(); }
   JsonStateKey key() const;
 
  private:
@@ -44,41 +46,25 @@ class JsonByteState {
     kValue,        // after ':', or ',' in an array
     kArrayFirst,   // after '[': a value or ']'
     kAfterValue,   // after a value in a container: ',' or the container's end
-    kString,       // in a string (a key when in_key_)
-    kEscape,       // after '\' in a string
-    kUnicode,      // in \uXXXX: count_ hex digits to come
-    kUtf8,         // in a character of several bytes: count_ more, the next in [low_, high_]
+    kString,       // in a string, at string_ (a key when in_key_)
     kLiteral,      // in true, false or null: literal_, count_ bytes matched
     kNumber,       // in a number, at number_
     kDone,         // the object is complete
   };
-  enum class Number : uint8_t {
-    kMinus,      // after '-': a digit
-    kZero,       // after a leading 0: '.', an exponent or the end
-    kInteger,    // in the integer digits
-    kDot,        // after '.': a digit
-    kFraction,   // in the fraction digits
-    kExponent,   // after 'e': a sign or a digit
-    kSign,       // after the exponent's sign: a digit
-    kExpDigits,  // in the exponent's digits
-  };
-
   bool Whitespace();
   bool BeginValue(uint8_t c);
   bool BeginString(bool key);
-  bool StringByte(uint8_t c);
   bool Open(bool object);
   bool Close(bool object);
   void EndValue();
   bool AfterValue(uint8_t c);
-  bool NumberByte(uint8_t c);
   bool top_is_object() const { return (containers_ >> (depth_ - 1)) & 1u; }
 
   Mode mode_ = Mode::kStart;
-  Number number_ = Number::kMinus;
+  JsonStringLexer string_;
+  JsonNumberLexer number_;
   uint8_t literal_ = 0;  // 0 true, 1 false, 2 null
   uint8_t count_ = 0;
-  uint8_t low_ = 0, high_ = 0;
   uint8_t whitespace_run_ = 0;
   bool in_key_ = false;
   uint8_t depth_ = 0;        // open containers

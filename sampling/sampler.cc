@@ -94,7 +94,8 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
       }
     }
     json = std::make_unique<JsonConstraint>(params.json_output,
-                                            std::vector<int32_t>(end_ids.begin(), end_ids.end()));
+                                            std::vector<int32_t>(end_ids.begin(), end_ids.end()),
+                                            params.json_schema);
   }
   uint64_t seed;
   if (params.seed.has_value()) {

@@ -81,6 +81,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
                         absl::StrCat("a token id in [0, ", vocab_size, ")"), id);
     }
   }
+  if (params.json_schema != nullptr && params.json_output == nullptr) {
+    return absl::InvalidArgumentError("JSON output: a schema without the vocabulary's bytes");
+  }
   if (params.json_output != nullptr && params.json_output->vocab_size() != vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("JSON output: its vocabulary has ",
                                                    params.json_output->vocab_size(),

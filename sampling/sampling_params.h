@@ -12,6 +12,7 @@
 
 namespace ridge {
 
+class JsonSchema;
 class JsonVocabulary;
 
 struct SamplingParams {
@@ -32,6 +33,9 @@ struct SamplingParams {
   // Set: the output is constrained to one JSON object (response_format json_object), then ends
   // (sampling/json_constraint.h); the vocabulary's bytes, shared by every such request.
   std::shared_ptr<const JsonVocabulary> json_output = nullptr;
+  // Set beside json_output: the object is an instance of this schema (response_format
+  // json_schema, sampling/json_schema.h), not any object.
+  std::shared_ptr<const JsonSchema> json_schema = nullptr;
 };
 
 inline constexpr size_t kMaxLogitBiasEntries = 1024;

@@ -41,21 +41,4 @@ TokenTrie TokenTrie::Build(std::span<const std::string> bytes, std::vector<int32
   return trie;
 }
 
-void TokenTrie::Walk(const JsonByteState& state, TokenBits* bits, WalkStack* stack) const {
-  stack->clear();
-  const Node& root = nodes_[0];
-  for (uint32_t c = 0; c < root.child_count; ++c) stack->emplace_back(root.first_child + c, state);
-  while (!stack->empty()) {
-    auto [index, s] = stack->back();
-    stack->pop_back();
-    const Node& node = nodes_[index];
-    if (!s.Step(node.byte)) continue;  // nothing below can fit either
-    for (uint32_t t = 0; t < node.token_count; ++t) {
-      const int32_t id = tokens_[node.first_token + t];
-      (*bits)[id / 64] |= uint64_t{1} << (id % 64);
-    }
-    for (uint32_t c = 0; c < node.child_count; ++c) stack->emplace_back(node.first_child + c, s);
-  }
-}
-
 }  // namespace ridge

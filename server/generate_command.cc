@@ -1,5 +1,7 @@
 // ridgeserve generate: sample a continuation of a prompt given as token ids.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,6 +37,9 @@ to stderr.
   --ignore-eos              keep going past the end-of-sequence token
   --json-object             JSON mode: the output is one JSON object, then ends (needs the
                             tokenizer; OpenAI's response_format json_object)
+  --json-schema FILE        the output is one instance of the JSON Schema in FILE, then ends
+                            (needs the tokenizer; OpenAI's response_format json_schema; the
+                            subset supported is in the README)
   --solver-tolerance T      CG stops when ||r|| <= T ||r0|| (0 = run every iteration)
   --solver-max-iterations M solver iteration cap (default: the config's: MesaNet's
                             max_cg_step_decoding, GKA's num_iter)
@@ -91,7 +96,7 @@ absl::Status Generate(int argc, char** argv) {
   std::set<std::string> known(std::begin(kModelFlags), std::end(kModelFlags));
   known.insert({"prompt", "tokenizer", "prompt-ids", "max-tokens", "temperature", "top-k", "top-p",
                 "min-p", "repetition-penalty", "presence-penalty", "frequency-penalty", "seed",
-                "stop-token-ids", "ignore-eos", "json-object"});
+                "stop-token-ids", "ignore-eos", "json-object", "json-schema"});
   known.insert(std::begin(kBackendFlags), std::end(kBackendFlags));
   ASSIGN_OR_RETURN(const CliArgs args,
                    CliArgs::Parse(argc, argv, known, {"ignore-eos", "json-object"}));
@@ -100,7 +105,26 @@ absl::Status Generate(int argc, char** argv) {
     return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
   }
   std::unique_ptr<Tokenizer> tokenizer;
-  if (args.Has("prompt") || args.Has("json-object")) {
+  if (args.Has("json-object") && args.Has("json-schema")) {
+    return absl::InvalidArgumentError("give at most one of --json-object and --json-schema");
+  }
+  std::shared_ptr<const JsonSchema> schema;
+  if (args.Has("json-schema")) {
+    ASSIGN_OR_RETURN(const std::string path, args.String("json-schema"));
+    std::ifstream in(path, std::ios::binary);
+    if (!in.is_open()) {
+      return absl::NotFoundError(absl::StrCat("--json-schema: cannot read ", path));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto compiled = JsonSchema::Parse(text.str());
+    if (!compiled.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--json-schema ", path, ": ", compiled.status().message()));
+    }
+    schema = *std::move(compiled);
+  }
+  if (args.Has("prompt") || args.Has("json-object") || schema != nullptr) {
     ASSIGN_OR_RETURN(const std::string model_dir, args.String("model"));
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(args.StringOr("tokenizer", model_dir)));
   }
@@ -113,9 +137,10 @@ absl::Status Generate(int argc, char** argv) {
   ASSIGN_OR_RETURN(request.sampling, SamplingFromFlags(args));
   ASSIGN_OR_RETURN(auto model, LoadModelFromFlags(args));
   ASSIGN_OR_RETURN(request.solver, SolverOptionsFromFlags(args, model->spec()));
-  if (args.Has("json-object")) {
+  if (args.Has("json-object") || schema != nullptr) {
     ASSIGN_OR_RETURN(request.sampling.json_output,
                      JsonVocabularyOf(*tokenizer, static_cast<int32_t>(model->spec().vocab_size)));
+    request.sampling.json_schema = schema;
   }
   const int64_t tokens = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
   ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,

@@ -81,15 +81,28 @@ absl::StatusOr<SamplingParams> ParseSampling(const v1::SamplingParams& s,
   p.ignore_eos = s.ignore_eos();
   for (const auto& [token, bias] : s.logit_bias()) p.logit_bias.emplace_back(token, bias);
   std::sort(p.logit_bias.begin(), p.logit_bias.end());  // a map's order is unspecified
-  if (s.json_object()) {
+  if (s.json_object() && !s.json_schema().empty()) {
+    return absl::InvalidArgumentError(
+        "sampling.json_object and sampling.json_schema exclude each other");
+  }
+  if (!s.json_schema().empty()) {
+    auto schema = JsonSchema::Parse(s.json_schema());
+    if (!schema.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.json_schema: ", schema.status().message()));
+    }
+    p.json_schema = *std::move(schema);
+  }
+  if (s.json_object() || p.json_schema != nullptr) {
+    const char* field = s.json_object() ? "sampling.json_object" : "sampling.json_schema";
     if (model.json_vocabulary == nullptr) {
       return absl::FailedPreconditionError(
-          "sampling.json_object needs a tokenizer (start the server with --tokenizer DIR)");
+          absl::StrCat(field, " needs a tokenizer (start the server with --tokenizer DIR)"));
     }
     auto vocabulary = model.json_vocabulary->Get();
     if (!vocabulary.ok()) {
       return absl::Status(vocabulary.status().code(),
-                          absl::StrCat("sampling.json_object: ", vocabulary.status().message()));
+                          absl::StrCat(field, ": ", vocabulary.status().message()));
     }
     p.json_output = *std::move(vocabulary);
   }

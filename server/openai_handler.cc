@@ -154,10 +154,11 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
     }
   }
   p.engine.sampling = p.api.sampling;
-  if (p.api.json_object) {
+  if (p.api.json_object || p.api.json_schema != nullptr) {
     auto vocabulary = json_vocabulary_.Get();
     if (!vocabulary.ok()) return WithParam(vocabulary.status(), "response_format");
     p.engine.sampling.json_output = *std::move(vocabulary);
+    p.engine.sampling.json_schema = p.api.json_schema;
   }
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   p.engine.cache_salt = p.api.cache_salt;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/request.h"
@@ -306,8 +307,44 @@ absl::Status ReadUnsupported(const json& body, const RequestLimits& limits, Open
   return absl::OkStatus();
 }
 
-// {"type": "text"} (the default) or {"type": "json_object"}; a JSON schema is refused rather
-// than ignored, since it would change the output.
+// OpenAI's {"json_schema": {"name": ..., "schema": {...}, "strict": ...}}: the schema compiled
+// (sampling/json_schema.h), or a 400 naming the field and, for the schema, the keyword and where.
+absl::Status ReadJsonSchema(const json& format, OpenAiRequest* out) {
+  const json* v = Field(format, "json_schema");
+  if (v == nullptr || !v->is_object()) {
+    return FieldError("response_format.json_schema",
+                      absl::StrCat("must be an object with \"name\" and \"schema\", got ",
+                                   v == nullptr ? "nothing" : Describe(*v)));
+  }
+  const json* name = Field(*v, "name");
+  const std::string name_text =
+      name != nullptr && name->is_string() ? name->get<std::string>() : "";
+  const bool name_ok =
+      !name_text.empty() && name_text.size() <= 64 &&
+      std::all_of(name_text.begin(), name_text.end(), [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+  if (!name_ok) {
+    return FieldError("response_format.json_schema.name",
+                      "must be 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-' (as OpenAI "
+                      "requires)");
+  }
+  if (const json* strict = Field(*v, "strict"); strict != nullptr && !strict->is_boolean()) {
+    return FieldError("response_format.json_schema.strict",
+                      absl::StrCat("must be a boolean, got ", Describe(*strict)));
+  }
+  const json* schema = Field(*v, "schema");
+  if (schema == nullptr) return FieldError("response_format.json_schema.schema", "is required");
+  auto compiled = JsonSchema::Compile(*schema);
+  if (!compiled.ok()) {
+    return FieldError("response_format.json_schema.schema",
+                      std::string(compiled.status().message()));
+  }
+  out->json_schema = *std::move(compiled);
+  return absl::OkStatus();
+}
+
+// {"type": "text"} (the default), {"type": "json_object"} or {"type": "json_schema"}.
 absl::Status ReadResponseFormat(const json& body, OpenAiRequest* out) {
   const json* v = Field(body, "response_format");
   if (v == nullptr) return absl::OkStatus();
@@ -317,22 +354,20 @@ absl::Status ReadResponseFormat(const json& body, OpenAiRequest* out) {
                       absl::StrCat("must be an object with a \"type\", got ", Describe(*v)));
   }
   const std::string name = type->get<std::string>();
-  if (name == "json_schema") {
+  if (name != "text" && name != "json_object" && name != "json_schema") {
     return FieldError("response_format",
-                      "type \"json_schema\" is not supported (no schema-constrained output yet); "
-                      "{\"type\": \"json_object\"} constrains the output to a JSON object");
+                      absl::StrCat("type must be \"text\", \"json_object\" or \"json_schema\", "
+                                   "got \"",
+                                   name, "\""));
   }
-  if (name != "text" && name != "json_object") {
-    return FieldError("response_format", absl::StrCat("type must be \"text\" or \"json_object\", "
-                                                      "got \"",
-                                                      name, "\""));
-  }
+  if (name == "json_schema") RETURN_IF_ERROR(ReadJsonSchema(*v, out));
   out->json_object = name == "json_object";
-  if (out->json_object && out->chat.has_tools &&
+  if (name != "text" && out->chat.has_tools &&
       out->chat.tool_choice.mode != ToolChoice::Mode::kNone) {
     return FieldError("response_format",
-                      "json_object cannot be combined with tools: the output could not be a tool "
-                      "call (send tool_choice \"none\", or no response_format)");
+                      absl::StrCat(name,
+                                   " cannot be combined with tools: the output could not be a tool "
+                                   "call (send tool_choice \"none\", or no response_format)"));
   }
   return absl::OkStatus();
 }

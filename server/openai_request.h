@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "sampling/json_schema.h"
 #include "sampling/sampling_params.h"
 #include "server/chat_request.h"
 
@@ -58,6 +60,8 @@ struct OpenAiRequest {
   std::string cache_salt;    // as vLLM's: only requests with the same salt share cached prefixes
   std::string session_id;    // extension: a saved session to continue and save (engine/request.h)
   bool json_object = false;  // response_format {"type": "json_object"}: the output is one object
+  // response_format {"type": "json_schema"}: the output is one instance of this schema.
+  std::shared_ptr<const JsonSchema> json_schema;
 };
 
 // Object keys keep the client's order (tools and arguments reach the template as sent).

@@ -115,6 +115,46 @@ TEST(CliTest, GenerateJsonObject) {
   EXPECT_TRUE(nlohmann::json::parse(out.text, nullptr, false).is_object()) << out.text;
 }
 
+// --json-schema FILE: what the bundled model writes is an instance: the keys in the file's order,
+// each value of its type. A keyword not implemented is refused naming it and the file.
+TEST(CliTest, GenerateJsonSchema) {
+  const auto dir = std::filesystem::temp_directory_path() / "ridge_cli_schema_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "cat.json") << R"({"type": "object",
+      "properties": {"name": {"type": "string"}, "lives": {"type": "integer"},
+                     "color": {"enum": ["black", "white", "ginger"]}},
+      "required": ["name", "lives", "color"], "additionalProperties": false})";
+  const Output out = RunRidgeserve(
+      "generate --model " + kBundledModel + " --prompt 'A cat, in JSON:' --json-schema " +
+          (dir / "cat.json").string() + " --max-tokens 200 --seed 1 --log-level error",
+      false);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  const auto v = nlohmann::ordered_json::parse(out.text, nullptr, false);
+  ASSERT_TRUE(v.is_object()) << out.text;
+  ASSERT_EQ(v.size(), 3u) << out.text;
+  EXPECT_EQ(v.begin().key(), "name");
+  EXPECT_TRUE(v.at("name").is_string());
+  EXPECT_TRUE(v.at("lives").is_number_integer());
+  EXPECT_TRUE(v.at("color") == "black" || v.at("color") == "white" || v.at("color") == "ginger");
+
+  std::ofstream(dir / "bad.json") << R"({"type": "object", "properties": {"n": {"not": {}}}})";
+  const Output bad = RunRidgeserve("generate --model " + kBundledModel +
+                                   " --prompt x --json-schema " + (dir / "bad.json").string());
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.text.find("bad.json: at #/properties/n: keyword \"not\" is not supported"),
+            std::string::npos)
+      << bad.text;
+  const Output both =
+      RunRidgeserve("generate --model " + kBundledModel +
+                    " --prompt x --json-object --json-schema " + (dir / "cat.json").string());
+  EXPECT_NE(both.text.find("at most one of --json-object and --json-schema"), std::string::npos)
+      << both.text;
+  const Output missing = RunRidgeserve("generate --model " + kBundledModel +
+                                       " --prompt x --json-schema " + (dir / "nope.json").string());
+  EXPECT_NE(missing.text.find("--json-schema: cannot read"), std::string::npos) << missing.text;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliTest, BadFlagsGiveClearErrors) {
   const std::string model = " --model " + kCase.string();
   std::string hybrid = " --model ";

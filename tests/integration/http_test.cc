@@ -14,6 +14,7 @@
 #include <regex>
 #include <thread>
 
+#include "tests/integration/http_choices.h"
 #include "tests/integration/server_process.h"
 #include "tests/server/documented_metrics.h"
 #include "tests/server/http_test_client.h"
@@ -207,36 +208,14 @@ TEST_F(HttpIntegrationTest, JsonObjectModeWritesOneObject) {
       } else {
         body["messages"] = {{{"role", "user"}, {"content", "Describe a cat in JSON."}}};
       }
-      std::map<int, std::string> texts, finish;
-      if (stream) {
-        const auto r = PostStream(*client_, path, body);
-        ASSERT_EQ(r.status, 200) << r.raw;
-        for (const auto& chunk : r.chunks) {
-          for (const auto& c : chunk.value("choices", json::array())) {
-            const int i = c.at("index");
-            // (A chunk's delta may lack "content"; at() rather than a const operator[].)
-            const json piece = path == "/v1/completions"
-                                   ? c.value("text", json())
-                                   : c.value("delta", json::object()).value("content", json());
-            if (piece.is_string()) texts[i] += piece.get<std::string>();
-            if (c.value("finish_reason", json()).is_string()) finish[i] = c.at("finish_reason");
-          }
-        }
-      } else {
-        const auto r = PostJson(*client_, path, body);
-        ASSERT_EQ(r.status, 200) << r.body;
-        for (const auto& c : r.body.at("choices")) {
-          const int i = c.at("index");
-          texts[i] = path == "/v1/completions" ? c.at("text") : c.at("message").at("content");
-          finish[i] = c.at("finish_reason");
-        }
-      }
+      const auto [status, raw, texts, finish] = testing::PostForChoices(*client_, path, body);
+      ASSERT_EQ(status, 200) << raw;
       ASSERT_EQ(finish.size(), 4u);
       int objects = 0;
       for (const auto& [i, reason] : finish) {
         if (reason != "stop") continue;
-        const json parsed = json::parse(texts[i], nullptr, /*allow_exceptions=*/false);
-        EXPECT_TRUE(parsed.is_object()) << texts[i];
+        const json parsed = json::parse(texts.at(i), nullptr, /*allow_exceptions=*/false);
+        EXPECT_TRUE(parsed.is_object()) << texts.at(i);
         ++objects;
       }
       EXPECT_GE(objects, 2);

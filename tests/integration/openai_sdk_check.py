@@ -5,6 +5,7 @@ Starts the server on a test checkpoint (random small weights, so the text is noi
 byte-level tokenizer, Qwen3's chat template (--chat-template) and --reasoning-parser qwen3, then
 drives it with the SDK: chat with tools offered, a tool call and its result sent back; streaming
 with the reasoning parser on; n = 2; stop strings; echo; /tokenize and /detokenize round trip;
+response_format json_object and json_schema;
 and the 400s the SDK raises as BadRequestError (unknown tool_choice function, a tool schema that
 is not an object, continue_final_message with add_generation_prompt). The model cannot be made to
 emit a <tool_call> here; parsing the model's tool calls and reasoning is covered by
@@ -182,6 +183,38 @@ def run_checks(client, port):
             finished += 1
     check(finished >= 1, "json_object: no answer ended within 150 tokens")
 
+    # Structured outputs through the SDK's response_format json_schema: an answer that ends is an
+    # instance, checked by hand (its keys in the schema's order, each value's type, the enum). The
+    # random model spends many tokens on whitespace (runs of up to 48), hence 1000 tokens.
+    cat = {"type": "object",
+           "properties": {"name": {"type": "string"}, "lives": {"type": "integer"},
+                          "mood": {"enum": ["calm", "grumpy"]},
+                          "toys": {"type": "array", "items": {"type": "string"}, "maxItems": 2}},
+           "required": ["name", "lives", "mood", "toys"], "additionalProperties": False}
+    finished = 0
+    for seed in range(1, 4):
+        reply = client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "A cat, in JSON."}],
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "cat", "strict": True, "schema": cat}},
+            max_tokens=1000, seed=seed,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        choice = reply.choices[0]
+        if choice.finish_reason != "stop":
+            continue
+        content = choice.message.content or ""
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            parsed = None
+        check(isinstance(parsed, dict) and list(parsed) == ["name", "lives", "mood", "toys"]
+              and isinstance(parsed["name"], str) and type(parsed["lives"]) is int
+              and parsed["mood"] in ("calm", "grumpy") and isinstance(parsed["toys"], list)
+              and len(parsed["toys"]) <= 2 and all(isinstance(t, str) for t in parsed["toys"]),
+              f"json_schema: not an instance: {content!r}")
+        finished += 1
+    check(finished >= 1, "json_schema: no answer ended within 1000 tokens")
+
     # Bad requests are BadRequestError naming the field.
     bad = [({"tools": [WEATHER], "tool_choice": {"type": "function",
                                                 "function": {"name": "launch"}}}, "tool_choice"),
@@ -189,8 +222,12 @@ def run_checks(client, port):
             "tools"),
            ({"extra_body": {"continue_final_message": True}}, "continue_final_message"),
            ({"response_format": {"type": "json_schema",
-                                 "json_schema": {"name": "cat", "schema": {"type": "object"}}}},
-            "response_format")]
+                                 "json_schema": {"name": "cat", "schema": {
+                                     "type": "object", "properties": {
+                                         "n": {"type": "string", "pattern": "^a"}}}}}},
+            "response_format.json_schema.schema"),
+           ({"response_format": {"type": "json_schema", "json_schema": {"schema": cat}}},
+            "response_format.json_schema.name")]
     for extra, param in bad:
         try:
             client.chat.completions.create(model="tiny", max_tokens=2,

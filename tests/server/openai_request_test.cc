@@ -152,6 +152,25 @@ TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
                          ApiKind::kChat, Limits());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->json_object);
+  EXPECT_EQ(r->json_schema, nullptr);
+  // A JSON schema, compiled; its refusals name the keyword and where it is.
+  r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "person-1_x", "strict": true, "description": "d",
+                      "schema": {"type": "object", "properties": {"a": {"type": "string"}},
+                                 "required": ["a"], "additionalProperties": false}}}})"),
+                         ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->json_object);
+  ASSERT_NE(r->json_schema, nullptr);
+  EXPECT_EQ(r->json_schema->node(0).literals, std::vector<std::string>{"\"a\""});
+  r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "a", "schema": {"type": "object",
+                      "properties": {"s": {"type": "string", "format": "date"}}}}}})"),
+                         ApiKind::kCompletion, Limits());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("at #/properties/s: keyword \"format\" is not supported"),
+            std::string::npos)
+      << r.status();
 }
 
 TEST(OpenAiRequestTest, NullMeansAbsent) {
@@ -206,6 +225,28 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
         InvalidCase{kC, R"({"prompt": "x", "logit_bias": {"5": "1"}})", "logit_bias"},
         InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema"}})",
+                    "response_format.json_schema"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema",
+                              "json_schema": {"schema": {"type": "object"}}}})",
+                    "response_format.json_schema.name"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema",
+                              "json_schema": {"name": "a b", "schema": {"type": "object"}}}})",
+                    "response_format.json_schema.name"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema",
+                              "json_schema": {"name": "a", "strict": "yes",
+                                              "schema": {"type": "object"}}}})",
+                    "response_format.json_schema.strict"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema",
+                              "json_schema": {"name": "a"}}})",
+                    "response_format.json_schema.schema"},
+        InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "json_schema",
+                              "json_schema": {"name": "a", "schema": {"type": "object",
+                                "properties": {"s": {"type": "string", "pattern": "a+"}}}}}})",
+                    "response_format.json_schema.schema"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                              "tools": [{"type": "function", "function": {"name": "f"}}],
+                              "response_format": {"type": "json_schema", "json_schema": {
+                                "name": "a", "schema": {"type": "object"}}}})",
                     "response_format"},
         InvalidCase{kC, R"({"prompt": "x", "response_format": {"type": "yaml"}})",
                     "response_format"},

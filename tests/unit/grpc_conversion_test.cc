@@ -140,6 +140,25 @@ TEST_F(GrpcConversionTest, InvalidRequestsNameTheField) {
        [](auto* r) { r->mutable_sampling()->set_json_object(true); },
        absl::StatusCode::kFailedPrecondition, "sampling.json_object needs a tokenizer",
        /*with_tokenizer=*/false},
+      {"a schema without a tokenizer",
+       [](auto* r) { r->mutable_sampling()->set_json_schema(R"({"type": "object"})"); },
+       absl::StatusCode::kFailedPrecondition, "sampling.json_schema needs a tokenizer",
+       /*with_tokenizer=*/false},
+      {"a schema that is not JSON", [](auto* r) { r->mutable_sampling()->set_json_schema("{"); },
+       absl::StatusCode::kInvalidArgument, "sampling.json_schema: the schema is not JSON"},
+      {"a schema keyword not implemented",
+       [](auto* r) {
+         r->mutable_sampling()->set_json_schema(
+             R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})");
+       },
+       absl::StatusCode::kInvalidArgument,
+       "sampling.json_schema: at #/properties/n: keyword \"minimum\" is not supported"},
+      {"json_object and a schema",
+       [](auto* r) {
+         r->mutable_sampling()->set_json_object(true);
+         r->mutable_sampling()->set_json_schema(R"({"type": "object"})");
+       },
+       absl::StatusCode::kInvalidArgument, "exclude each other"},
   };
   for (const InvalidCase& c : cases) {
     v1::GenerateRequest request = IdsRequest({1, 2, 3});
@@ -234,6 +253,17 @@ TEST_F(GrpcConversionTest, JsonObjectConstrainsTheSampling) {
   ASSERT_TRUE(json.ok()) << json.status();
   ASSERT_NE(json->engine.sampling.json_output, nullptr);
   EXPECT_EQ(json->engine.sampling.json_output->vocab_size(), 512);
+  EXPECT_EQ(json->engine.sampling.json_schema, nullptr);
+  // A schema: compiled, its keys in the text's order (the output's).
+  r.mutable_sampling()->set_json_object(false);
+  r.mutable_sampling()->set_json_schema(
+      R"({"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "null"}}})");
+  absl::StatusOr<ParsedGenerateRequest> schema = ParseGenerateRequest(r, Model(true));
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  ASSERT_NE(schema->engine.sampling.json_output, nullptr);
+  ASSERT_NE(schema->engine.sampling.json_schema, nullptr);
+  EXPECT_EQ(schema->engine.sampling.json_schema->node(0).literals,
+            (std::vector<std::string>{"\"z\"", "\"a\""}));
 }
 
 TEST_F(GrpcConversionTest, TextPromptIsEncoded) {

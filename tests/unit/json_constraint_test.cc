@@ -1,9 +1,10 @@
 // JSON-constrained decoding: the byte automaton agrees with Python's json module on every case of
 // tests/data/json/cases.json (made by tools/reference/make_json_cases.py); the vocabulary trie's
 // mask (walked, and from the cache of recent states) equals stepping every token's bytes one by
-// one, in states met along real JSON texts; a
-// constrained sampler on random logits always writes one JSON object (parsed by nlohmann::json)
-// and then an end token, and nothing else; vocabularies that could stall are refused.
+// one, in states met along real JSON texts, of any object and of schemas; a constrained sampler
+// on random logits always writes one JSON object (parsed by nlohmann::json), of the schema's
+// shape when it has one, and then an end token, and nothing else; vocabularies that could stall
+// are refused.
 #include "sampling/json_constraint.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,53 @@ TEST(JsonVocabularyTest, TheTrieMaskIsEveryTokenSteppedAlone) {
   }
 }
 
+// The same for schema states, along the instances of tests/data/json/schema_cases.json: the
+// masks from the cache (per schema; a string's body from the set known in advance) equal the
+// whole trie's walk, which equals stepping each token alone.
+TEST(JsonVocabularyTest, TheSchemaMaskIsEveryTokenSteppedAlone) {
+  std::ifstream in(kData / "json" / "schema_cases.json");
+  const auto file = nlohmann::ordered_json::parse(in);
+  for (const std::string name : {"qwen_style", "mistral_v1"}) {
+    SCOPED_TRACE(name);
+    const std::vector<std::string> bytes = TokenBytes(name, 13);
+    auto vocabulary = JsonVocabulary::Create(bytes);
+    ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
+    std::vector<uint8_t> allowed;
+    int compared = 0, strictly_between = 0;
+    for (const auto& c : file.at("schemas")) {
+      auto schema = JsonSchema::Compile(c.at("schema"));
+      ASSERT_TRUE(schema.ok()) << schema.status();
+      for (size_t k = 0; k < c.at("valid").size(); k += 5) {
+        const std::string text = absl::HexStringToBytes(c.at("valid")[k].get<std::string>());
+        JsonSchemaState state(schema->get());
+        for (size_t i = 0; i < text.size(); ++i) {
+          if (i % 3 == 0) {
+            (*vocabulary)->Allowed(state, &allowed);
+            const auto bits = (*schema)->AllowedBits(**vocabulary, state);
+            int count = 0;
+            for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
+              ASSERT_EQ(((*bits)[id / 64] >> (id % 64)) & 1u, allowed[id]) << "token " << id;
+              JsonSchemaState s = state;
+              bool fits = !bytes[id].empty();
+              for (size_t b = 0; fits && b < bytes[id].size(); ++b) {
+                fits = s.Step(static_cast<uint8_t>(bytes[id][b]));
+              }
+              ASSERT_EQ(allowed[id] != 0, fits)
+                  << "token " << id << " after " << absl::CEscape(text.substr(0, i));
+              count += fits;
+            }
+            ++compared;
+            strictly_between += count > 0 && count < static_cast<int>(bytes.size()) - 13;
+          }
+          ASSERT_TRUE(state.Step(static_cast<uint8_t>(text[i])));
+        }
+      }
+    }
+    EXPECT_GE(compared, 300);
+    EXPECT_GE(strictly_between, compared * 9 / 10);
+  }
+}
+
 TEST(JsonVocabularyTest, RefusesVocabulariesThatCouldStall) {
   std::vector<std::string> bytes;
   for (int c = 0x20; c < 0x7F; ++c) bytes.push_back(std::string(1, static_cast<char>(c)));
@@ -183,6 +231,116 @@ TEST(JsonSamplerTest, ARandomModelWritesOneJsonObjectThenEnds) {
     EXPECT_TRUE(IsObject(text));
   }
   EXPECT_GE(finished, 18);
+}
+
+// A schema's shape, checked directly on the parsed output (not by a schema validator): keys in the
+// schema's order, the required ones there, each value of its type, enum values from the list,
+// array lengths within the bounds.
+constexpr const char* kShapeSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "age": {"type": "integer"},
+    "mood": {"enum": ["happy", "sad", 7, null]},
+    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
+    "pet": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/pet"}]},
+    "ok": {"type": "boolean"},
+    "score": {"type": ["number", "null"]}
+  },
+  "required": ["name", "mood", "tags", "pet"],
+  "additionalProperties": false,
+  "$defs": {"pet": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]},
+                                                      "legs": {"type": "integer"}},
+                    "required": ["kind", "legs"], "additionalProperties": false}}
+})";
+
+void ExpectTheShape(const nlohmann::ordered_json& v) {
+  ASSERT_TRUE(v.is_object());
+  const std::vector<std::string> order = {"name", "age", "mood", "tags", "pet", "ok", "score"};
+  size_t at = 0;
+  for (const auto& [key, unused] : v.items()) {
+    while (at < order.size() && order[at] != key) ++at;
+    ASSERT_LT(at, order.size()) << "key " << key << " unknown or out of order";
+  }
+  for (const char* key : {"name", "mood", "tags", "pet"}) ASSERT_TRUE(v.contains(key)) << key;
+  EXPECT_TRUE(v.at("name").is_string());
+  if (v.contains("age")) {
+    EXPECT_TRUE(v.at("age").is_number_integer());
+  }
+  const auto& mood = v.at("mood");
+  EXPECT_TRUE(mood == "happy" || mood == "sad" || mood == 7 || mood.is_null()) << mood;
+  const auto& tags = v.at("tags");
+  ASSERT_TRUE(tags.is_array());
+  EXPECT_GE(tags.size(), 1u);
+  EXPECT_LE(tags.size(), 3u);
+  for (const auto& t : tags) EXPECT_TRUE(t.is_string());
+  const auto& pet = v.at("pet");
+  if (!pet.is_null()) {
+    ASSERT_TRUE(pet.is_object());
+    ASSERT_EQ(pet.size(), 2u);
+    EXPECT_TRUE(pet.at("kind") == "cat" || pet.at("kind") == "dog");
+    EXPECT_TRUE(pet.at("legs").is_number_integer());
+  }
+  if (v.contains("ok")) {
+    EXPECT_TRUE(v.at("ok").is_boolean());
+  }
+  if (v.contains("score")) {
+    EXPECT_TRUE(v.at("score").is_number() || v.at("score").is_null());
+  }
+}
+
+// Random logits, as above, on two real vocabularies: every finished output parses and has the
+// schema's shape.
+TEST(JsonSamplerTest, ARandomModelWritesTheSchemasShape) {
+  const auto schema = JsonSchema::Parse(kShapeSchema);
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  int finished = 0, pets = 0;
+  for (const std::string name : {"qwen_style", "mistral_v1"}) {
+    SCOPED_TRACE(name);
+    const std::vector<std::string> bytes = TokenBytes(name, 13);
+    auto vocabulary = JsonVocabulary::Create(bytes);
+    ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
+    const auto vocab = static_cast<int32_t>(bytes.size());
+    const int32_t end = vocab - 1;
+    std::vector<float> favour(vocab, 0.0f);
+    for (int32_t id = 0; id < vocab; ++id) {
+      if (bytes[id].find_first_of("\"}]") != std::string::npos) favour[id] = 4.0f;
+    }
+    for (uint64_t seed = 0; seed < 16; ++seed) {
+      SamplingParams params;
+      params.temperature = seed % 4 == 0 ? 0.0f : 1.0f;
+      params.seed = seed;
+      params.json_output = *vocabulary;
+      params.json_schema = *schema;
+      auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+      ASSERT_TRUE(sampler.ok()) << sampler.status();
+      std::mt19937 rng(static_cast<uint32_t>(seed));
+      std::normal_distribution<float> normal(0.0f, 2.0f);
+      std::vector<float> logits(vocab);
+      std::string text;
+      bool ended = false;
+      for (int step = 0; step < 4000 && !ended; ++step) {
+        for (int32_t id = 0; id < vocab; ++id) logits[id] = normal(rng) + favour[id];
+        logits[end] = 50.0f;
+        const int32_t token = sampler->Sample(logits, {}, {});
+        if (token == end) {
+          ended = true;
+        } else {
+          text += bytes[token];
+        }
+      }
+      if (!ended) continue;
+      ++finished;
+      SCOPED_TRACE(text);
+      const auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
+      ASSERT_FALSE(parsed.is_discarded()) << absl::CEscape(text);
+      ExpectTheShape(parsed);
+      pets += parsed.at("pet").is_object();
+    }
+  }
+  EXPECT_GE(finished, 24);
+  EXPECT_GE(pets, 1);  // both alternatives of the anyOf are met
+  EXPECT_LT(pets, finished);
 }
 
 TEST(JsonSamplerTest, OnlyAnEndTokenFollowsTheObjectAndNoneComesBefore) {

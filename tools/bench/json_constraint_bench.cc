@@ -2,8 +2,10 @@
 // tokenizer's vocabulary, optionally grown to VOCAB tokens with joins of two of its tokens (as a
 // larger BPE vocabulary has longer merges), masked in the states met along the JSON objects of
 // tests/data/json/cases.json. Prints the trie's size, its build time and the time of a mask.
+// With SCHEMA_CASES (tests/data/json/schema_cases.json), also a pick's mask along the instances
+// of each of its schemas (response_format json_schema; each schema's own cache).
 //
-// Usage: json_constraint_bench TOKENIZER_DIR CASES_JSON [VOCAB]
+// Usage: json_constraint_bench TOKENIZER_DIR CASES_JSON [VOCAB [SCHEMA_CASES]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +33,7 @@ double Microseconds(Clock::duration d) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s TOKENIZER_DIR CASES_JSON [VOCAB]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TOKENIZER_DIR CASES_JSON [VOCAB [SCHEMA_CASES]]\n", argv[0]);
     return 2;
   }
   auto tokenizer = ridge::Tokenizer::Load(argv[1]);
@@ -44,7 +46,9 @@ int main(int argc, char** argv) {
     bytes.push_back((*tokenizer)->IsSpecial(id) ? "" : (*tokenizer)->TokenBytes(id));
   }
   const size_t real = bytes.size();
-  const size_t vocab = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : real;
+  const size_t vocab = argc > 3 && std::strtoul(argv[3], nullptr, 10) > 0
+                           ? std::strtoul(argv[3], nullptr, 10)
+                           : real;
   std::set<std::string> seen(bytes.begin(), bytes.end());
   std::mt19937 rng(1);
   while (bytes.size() < vocab) {
@@ -109,5 +113,30 @@ int main(int argc, char** argv) {
   report("one walk of the trie (a state not cached), every 4th byte of the JSON texts", times);
   report("one pick's mask as generation meets them (JsonConstraint::MaskLogits, cache shared)",
          picks);
+  if (argc <= 4) return 0;
+  std::ifstream schema_in(argv[4]);
+  const auto schemas = nlohmann::ordered_json::parse(schema_in).at("schemas");
+  std::vector<double> schema_picks;
+  for (const auto& s : schemas) {
+    auto schema = ridge::JsonSchema::Compile(s.at("schema"));
+    if (!schema.ok()) {
+      std::fprintf(stderr, "%s\n", schema.status().ToString().c_str());
+      return 1;
+    }
+    for (const auto& hex : s.at("valid")) {
+      const std::string text = absl::HexStringToBytes(hex.get<std::string>());
+      auto ids = (*tokenizer)->Encode(text, /*add_special_tokens=*/false);
+      if (!ids.ok()) continue;
+      ridge::JsonConstraint constraint(*vocabulary, {0}, *schema);
+      for (int32_t id : *ids) {
+        const auto start = Clock::now();
+        constraint.MaskLogits(logits);
+        schema_picks.push_back(Microseconds(Clock::now() - start));
+        constraint.Accept(id);
+      }
+    }
+  }
+  report("one pick's mask along the schemas' instances (json_schema, a cache per schema)",
+         schema_picks);
   return 0;
 }

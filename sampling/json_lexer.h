@@ -1,0 +1,199 @@
+// The two JSON scalars read a byte at a time that JSON output's automata share (RFC 8259):
+// a string's body after its opening quote, and a number after its first byte.
+#pragma once
+
+#include <cstdint>
+
+namespace ridge {
+
+inline bool IsJsonWhitespace(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+inline bool IsJsonDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+// A string after its opening quote: valid UTF-8 (no overlong forms, no surrogates, nothing above
+// U+10FFFF), no raw control characters, the RFC's escapes (\u with any four hex digits).
+class JsonStringLexer {
+ public:
+  enum class Result : uint8_t { kFail, kMore, kClosed };
+  Result Step(uint8_t c);
+  // Between characters: a byte other than '"' and '\' fits or not by itself.
+  bool in_body() const { return phase_ == Phase::kBody; }
+  // What the future depends on, as a number (equal keys, equal futures).
+  uint32_t key() const;
+  bool operator==(const JsonStringLexer&) const = default;
+
+ private:
+  enum class Phase : uint8_t {
+    kBody,     // between characters
+    kEscape,   // after '\'
+    kUnicode,  // in \uXXXX: count_ hex digits to come
+    kUtf8,     // in a character of several bytes: count_ more, the next in [low_, high_]
+  };
+  Phase phase_ = Phase::kBody;
+  uint8_t count_ = 0;
+  uint8_t low_ = 0, high_ = 0;
+};
+
+// A number after its first byte ('-' or a digit); with `integer`, no fraction and no exponent.
+// With `bounded`, it keeps to what a double holds, as every JSON parser reads it: at most
+// kMaxJsonNumberDigits digits before the point and after it, and an exponent of at most 2
+// digits (so below 1e120; 149e419 is JSON, but nlohmann::json, for one, refuses it).
+inline constexpr int kMaxJsonNumberDigits = 20;
+class JsonNumberLexer {
+ public:
+  enum class Result : uint8_t { kFail, kMore, kEnded };  // kEnded: the number ended before `c`
+  // `first` must be '-' or a digit.
+  JsonNumberLexer(uint8_t first, bool integer, bool bounded = false);
+  JsonNumberLexer() = default;
+  Result Step(uint8_t c);
+  uint32_t key() const {
+    return static_cast<uint32_t>(at_) | (integer_ ? 0x100u : 0u) |
+           (bounded_ ? 0x200u | static_cast<uint32_t>(digits_) << 16 : 0u);
+  }
+  bool operator==(const JsonNumberLexer&) const = default;
+
+ private:
+  enum class At : uint8_t {
+    kMinus,      // after '-': a digit
+    kZero,       // after a leading 0: '.', an exponent or the end
+    kInteger,    // in the integer digits
+    kDot,        // after '.': a digit
+    kFraction,   // in the fraction digits
+    kExponent,   // after 'e': a sign or a digit
+    kSign,       // after the exponent's sign: a digit
+    kExpDigits,  // in the exponent's digits
+  };
+  // A digit more in the current part (integer, fraction or exponent), if the bound allows it.
+  bool Digit() {
+    return !bounded_ || ++digits_ <= (at_ == At::kExpDigits ? 2 : kMaxJsonNumberDigits);
+  }
+
+  At at_ = At::kMinus;
+  bool integer_ = false;
+  bool bounded_ = false;
+  uint8_t digits_ = 0;  // in the current part, when bounded_
+};
+
+inline JsonStringLexer::Result JsonStringLexer::Step(uint8_t c) {
+  switch (phase_) {
+    case Phase::kBody:
+      break;
+    case Phase::kEscape:
+      if (c == 'u') {
+        phase_ = Phase::kUnicode;
+        count_ = 4;
+        return Result::kMore;
+      }
+      phase_ = Phase::kBody;
+      return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
+                     c == 't'
+                 ? Result::kMore
+                 : Result::kFail;
+    case Phase::kUnicode:
+      if (!(IsJsonDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+        return Result::kFail;
+      }
+      if (--count_ == 0) phase_ = Phase::kBody;
+      return Result::kMore;
+    case Phase::kUtf8:
+      if (c < low_ || c > high_) return Result::kFail;
+      low_ = 0x80;
+      high_ = 0xBF;
+      if (--count_ == 0) phase_ = Phase::kBody;
+      return Result::kMore;
+  }
+  if (c == '"') return Result::kClosed;
+  if (c == '\\') {
+    phase_ = Phase::kEscape;
+    return Result::kMore;
+  }
+  if (c < 0x20) return Result::kFail;  // raw control characters must be escaped
+  if (c < 0x80) return Result::kMore;
+  // The first byte of a character of several (RFC 3629's table): how many follow, and the
+  // range of the next, which rules out overlong forms, surrogates and code points past U+10FFFF.
+  low_ = 0x80;
+  high_ = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    count_ = 1;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    count_ = 2;
+    if (c == 0xE0) low_ = 0xA0;
+    if (c == 0xED) high_ = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    count_ = 3;
+    if (c == 0xF0) low_ = 0x90;
+    if (c == 0xF4) high_ = 0x8F;
+  } else {
+    return Result::kFail;
+  }
+  phase_ = Phase::kUtf8;
+  return Result::kMore;
+}
+
+inline uint32_t JsonStringLexer::key() const {
+  uint32_t k = static_cast<uint32_t>(phase_);
+  if (phase_ == Phase::kUnicode || phase_ == Phase::kUtf8) k |= uint32_t{count_} << 8;
+  if (phase_ == Phase::kUtf8) k |= uint32_t{low_} << 16 | uint32_t{high_} << 24;
+  return k;
+}
+
+inline JsonNumberLexer::JsonNumberLexer(uint8_t first, bool integer, bool bounded)
+    : at_(first == '-'   ? At::kMinus
+          : first == '0' ? At::kZero
+                         : At::kInteger),
+      integer_(integer),
+      bounded_(bounded),
+      digits_(first == '-' ? 0 : 1) {}
+
+inline JsonNumberLexer::Result JsonNumberLexer::Step(uint8_t c) {
+  const bool digit = IsJsonDigit(c);
+  const bool exponent = !integer_ && (c == 'e' || c == 'E');
+  switch (at_) {
+    case At::kMinus:
+      if (!digit) return Result::kFail;
+      at_ = c == '0' ? At::kZero : At::kInteger;
+      digits_ = 1;
+      return Result::kMore;
+    case At::kZero:
+    case At::kInteger:
+      if (digit && at_ == At::kInteger) return Digit() ? Result::kMore : Result::kFail;
+      if (c == '.' && !integer_) {
+        at_ = At::kDot;
+        digits_ = 0;
+        return Result::kMore;
+      }
+      if (exponent) {
+        at_ = At::kExponent;
+        digits_ = 0;
+        return Result::kMore;
+      }
+      break;  // the number ends here (a digit after a leading 0 does not fit what follows)
+    case At::kDot:
+      if (!digit) return Result::kFail;
+      at_ = At::kFraction;
+      return Digit() ? Result::kMore : Result::kFail;
+    case At::kFraction:
+      if (digit) return Digit() ? Result::kMore : Result::kFail;
+      if (exponent) {
+        at_ = At::kExponent;
+        digits_ = 0;
+        return Result::kMore;
+      }
+      break;
+    case At::kExponent:
+      if (c == '+' || c == '-') {
+        at_ = At::kSign;
+        return Result::kMore;
+      }
+      [[fallthrough]];
+    case At::kSign:
+      if (!digit) return Result::kFail;
+      at_ = At::kExpDigits;
+      return Digit() ? Result::kMore : Result::kFail;
+    case At::kExpDigits:
+      if (digit) return Digit() ? Result::kMore : Result::kFail;
+      break;
+  }
+  return Result::kEnded;
+}
+
+}  // namespace ridge

@@ -1,0 +1,153 @@
+// Constrained decoding to a JSON Schema (OpenAI's response_format {"type": "json_schema"}).
+//
+// JsonSchema::Compile turns a schema into an immutable table of nodes, refusing (naming the
+// keyword and its place, as a JSON pointer) whatever it does not implement exactly. The subset is
+// what OpenAI's strict structured outputs use: "type" (object, array, string, number, integer,
+// boolean, null, or a list of them), "properties", "required", "additionalProperties" (false;
+// absent counts as false), "items", "minItems"/"maxItems", "enum" and "const" (strings, integers,
+// booleans, null), "anyOf", "$defs"/"definitions" with local "$ref" (recursion included);
+// "description", "title", "default", "examples" and "$schema" are ignored. The top level is an
+// object.
+//
+// The output it allows is a subset of the schema's instances, written in a plain form:
+//   - an object's properties come in the schema's order; the required ones all, the others
+//     each present or skipped;
+//   - an enum or const value, and a property name, is spelled as nlohmann::json dumps it
+//     (escapes only where JSON needs them), an integer with neither fraction nor exponent;
+//   - the alternatives of an anyOf (and of a type list) must differ in their first byte (at most
+//     one object, one array, one string or string enum, one number, ...): the automaton
+//     chooses by the first byte and never backtracks;
+//   - containers nest at most kMaxSchemaDepth deep, which also bounds recursion; a property or
+//     an item that could not be finished within the bound is not begun;
+//   - whitespace between tokens as JsonByteState allows it (runs of at most 48 bytes).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
+#include "sampling/json_lexer.h"
+#include "sampling/json_vocabulary.h"
+#include "sampling/mask_cache.h"
+
+namespace ridge {
+
+inline constexpr int kMaxSchemaDepth = 16;            // containers open at once in the output
+inline constexpr size_t kMaxSchemaBytes = 64 * 1024;  // the schema as compact JSON
+inline constexpr int kMaxSchemaNesting = 64;          // the schema document's own nesting
+inline constexpr size_t kMaxSchemaNodes = 2048;
+inline constexpr size_t kMaxSchemaProperties = 64;  // per object
+inline constexpr size_t kMaxSchemaEnumValues = 64;
+inline constexpr int64_t kMaxSchemaItems = 256;         // minItems and maxItems
+inline constexpr size_t kMaxSchemaLiteralBytes = 1024;  // a property name or enum value as JSON
+
+class JsonSchema;
+
+// A place in an output constrained to a JsonSchema, a byte at a time: the containers open (a
+// stack of frames) and the scalar being read. Trivially copyable (the vocabulary walk copies it
+// at every trie node); the schema must outlive it.
+class JsonSchemaState {
+ public:
+  explicit JsonSchemaState(const JsonSchema* schema) : schema_(schema) {}
+
+  // Takes byte `c`: true if the text so far plus `c` can still become an instance. On false the
+  // state is unspecified (callers step a copy).
+  bool Step(uint8_t c);
+  bool complete() const { return mode_ == Mode::kDone; }
+  // In a string of any content, between characters (see JsonVocabulary::Mask).
+  bool in_string_body() const { return mode_ == Mode::kString && string_.in_body(); }
+  // This state with what its mode does not read cleared: equal keys, equal futures.
+  JsonSchemaState key() const;
+  bool operator==(const JsonSchemaState&) const = default;
+
+ private:
+  enum class Mode : uint8_t {
+    kStart,    // before the top-level object
+    kValue,    // a value of node value_ to come
+    kObject,   // between tokens in the top frame's object
+    kArray,    // between tokens in the top frame's array
+    kColon,    // after a property's name; its value, of node value_, to come
+    kKey,      // in a property name: candidates_ of the top frame's names, offset_ bytes read
+    kLiteral,  // in an enum value: candidates_ of node value_'s literals, offset_ bytes read
+    kString,   // in a string of any content
+    kNumber,   // in a number (or integer)
+    kDone,     // the top-level object is complete
+  };
+  enum Phase : uint8_t { kFirst, kAfterComma, kAfterValue };
+  struct Frame {
+    uint16_t node = 0;
+    uint8_t phase = kFirst;
+    uint16_t index = 0;  // object: the next property that may come; array: items so far
+    bool operator==(const Frame&) const = default;
+  };
+
+  bool BetweenTokens(uint8_t c);
+  bool BeginValue(int32_t node, uint8_t c);
+  bool Begin(int32_t leaf, uint8_t c);
+  bool ObjectByte(uint8_t c);
+  bool ArrayByte(uint8_t c);
+  bool KeyByte(uint8_t c);
+  bool LiteralByte(uint8_t c);
+  void EndValue();
+  bool Fits(int32_t node) const;
+  uint64_t KeyCandidates() const;
+
+  const JsonSchema* schema_;
+  std::array<Frame, kMaxSchemaDepth> frames_{};
+  uint8_t depth_ = 0;
+  Mode mode_ = Mode::kStart;
+  uint8_t whitespace_run_ = 0;
+  uint16_t value_ = 0;
+  uint16_t offset_ = 0;
+  uint64_t candidates_ = 0;
+  JsonStringLexer string_;
+  JsonNumberLexer number_;
+};
+
+class JsonSchema {
+ public:
+  // Errors are InvalidArgument, naming the offending keyword and where it is.
+  static absl::StatusOr<std::shared_ptr<const JsonSchema>> Compile(
+      const nlohmann::ordered_json& schema);
+  // The schema as JSON text (object keys in the text's order).
+  static absl::StatusOr<std::shared_ptr<const JsonSchema>> Parse(std::string_view text);
+
+  enum class Kind : uint8_t { kObject, kArray, kString, kNumber, kInteger, kLiterals, kAnyOf };
+  struct Node {
+    Kind kind = Kind::kAnyOf;
+    int32_t min_depth = 0;  // containers an instance needs at least
+    // kLiterals: the values as JSON text; kObject: the property names as JSON strings.
+    std::vector<std::string> literals;
+    // kObject: each property's node; kArray: the items' node; kAnyOf: its alternatives, none of
+    // them an anyOf.
+    std::vector<int32_t> children;
+    uint64_t required = 0;   // kObject: bit i, property i is required
+    int32_t min_items = 0;   // kArray
+    int32_t max_items = -1;  // kArray; -1 unbounded
+  };
+  const Node& node(int32_t i) const { return nodes_[i]; }
+  size_t nodes() const { return nodes_.size(); }
+
+  // The tokens `state` (of this schema) can take next, remembered for the states used last by
+  // the sequences of this schema (a request's choices share it). Thread-safe.
+  std::shared_ptr<const TokenBits> AllowedBits(const JsonVocabulary& vocabulary,
+                                               const JsonSchemaState& state) const;
+
+ private:
+  friend class JsonSchemaCompiler;
+  struct MaskKey {
+    uint64_t vocabulary;  // its serial
+    JsonSchemaState state;
+    bool operator==(const MaskKey&) const = default;
+  };
+  JsonSchema() = default;
+  std::vector<Node> nodes_;  // nodes_[0]: the top level, an object
+  MaskCache<MaskKey> masks_;
+};
+
+}  // namespace ridge

@@ -1,0 +1,283 @@
+// JsonSchemaState: the byte automaton of a compiled JsonSchema (sampling/json_schema.h).
+#include <bit>
+
+#include "sampling/json_grammar.h"
+#include "sampling/json_schema.h"
+
+namespace ridge {
+namespace {
+
+using Kind = JsonSchema::Kind;
+
+// The literals of `candidates` whose byte at `offset` is `c`.
+uint64_t Match(const std::vector<std::string>& literals, uint64_t candidates, size_t offset,
+               uint8_t c) {
+  uint64_t next = 0;
+  for (uint64_t rest = candidates; rest != 0; rest &= rest - 1) {
+    const int i = std::countr_zero(rest);
+    const std::string& l = literals[i];
+    if (l.size() > offset && static_cast<uint8_t>(l[offset]) == c) next |= uint64_t{1} << i;
+  }
+  return next;
+}
+
+// Whether one of `candidates` is `offset` bytes long (read whole), and whether one is longer.
+void Lengths(const std::vector<std::string>& literals, uint64_t candidates, size_t offset,
+             bool* whole, bool* longer) {
+  *whole = *longer = false;
+  for (uint64_t rest = candidates; rest != 0; rest &= rest - 1) {
+    const size_t size = literals[std::countr_zero(rest)].size();
+    *whole = *whole || size == offset;
+    *longer = *longer || size > offset;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenBits> JsonSchema::AllowedBits(const JsonVocabulary& vocabulary,
+                                                         const JsonSchemaState& state) const {
+  return masks_.Get(MaskKey{vocabulary.serial(), state.key()},
+                    [&] { return std::make_shared<const TokenBits>(vocabulary.Mask(state)); });
+}
+
+bool JsonSchemaState::Step(uint8_t c) {
+  switch (mode_) {
+    case Mode::kString:
+      switch (string_.Step(c)) {
+        case JsonStringLexer::Result::kFail:
+          return false;
+        case JsonStringLexer::Result::kMore:
+          return true;
+        case JsonStringLexer::Result::kClosed:
+          EndValue();
+          return true;
+      }
+      return false;
+    case Mode::kNumber:
+      switch (number_.Step(c)) {
+        case JsonNumberLexer::Result::kFail:
+          return false;
+        case JsonNumberLexer::Result::kMore:
+          return true;
+        case JsonNumberLexer::Result::kEnded:
+          EndValue();  // a number is always inside a container: `c` follows it
+          return BetweenTokens(c);
+      }
+      return false;
+    case Mode::kKey:
+      return KeyByte(c);
+    case Mode::kLiteral:
+      return LiteralByte(c);
+    case Mode::kDone:
+      return false;
+    default:
+      return BetweenTokens(c);
+  }
+}
+
+JsonSchemaState JsonSchemaState::key() const {
+  JsonSchemaState k(schema_);
+  k.mode_ = mode_;
+  k.depth_ = depth_;
+  for (int i = 0; i < depth_; ++i) k.frames_[i] = frames_[i];
+  const bool between_tokens = mode_ <= Mode::kColon;
+  if (between_tokens) k.whitespace_run_ = whitespace_run_;
+  if (mode_ == Mode::kValue || mode_ == Mode::kColon || mode_ == Mode::kLiteral) k.value_ = value_;
+  if (mode_ == Mode::kKey || mode_ == Mode::kLiteral) {
+    k.offset_ = offset_;
+    k.candidates_ = candidates_;
+  }
+  if (mode_ == Mode::kString) k.string_ = string_;
+  if (mode_ == Mode::kNumber) k.number_ = number_;
+  return k;
+}
+
+bool JsonSchemaState::BetweenTokens(uint8_t c) {
+  if (IsJsonWhitespace(c)) {
+    if (whitespace_run_ >= kMaxJsonWhitespaceRun) return false;
+    ++whitespace_run_;
+    return true;
+  }
+  whitespace_run_ = 0;
+  switch (mode_) {
+    case Mode::kStart:
+      return BeginValue(0, c);
+    case Mode::kValue:
+      return BeginValue(value_, c);
+    case Mode::kColon:
+      if (c != ':') return false;
+      mode_ = Mode::kValue;
+      return true;
+    case Mode::kObject:
+      return ObjectByte(c);
+    case Mode::kArray:
+      return ArrayByte(c);
+    default:
+      return false;
+  }
+}
+
+bool JsonSchemaState::Fits(int32_t node) const {
+  return depth_ + schema_->node(node).min_depth <= kMaxSchemaDepth;
+}
+
+bool JsonSchemaState::BeginValue(int32_t node, uint8_t c) {
+  const JsonSchema::Node& n = schema_->node(node);
+  if (n.kind != Kind::kAnyOf) return Fits(node) && Begin(node, c);
+  // The alternatives differ in their first byte (the compiler saw to it): one at most begins.
+  for (int32_t leaf : n.children) {
+    if (Fits(leaf) && Begin(leaf, c)) return true;
+  }
+  return false;
+}
+
+bool JsonSchemaState::Begin(int32_t leaf, uint8_t c) {
+  const JsonSchema::Node& n = schema_->node(leaf);
+  switch (n.kind) {
+    case Kind::kObject:
+    case Kind::kArray:
+      if (c != (n.kind == Kind::kObject ? '{' : '[')) return false;
+      frames_[depth_++] = Frame{.node = static_cast<uint16_t>(leaf)};
+      mode_ = n.kind == Kind::kObject ? Mode::kObject : Mode::kArray;
+      return true;
+    case Kind::kString:
+      if (c != '"') return false;
+      mode_ = Mode::kString;
+      string_ = JsonStringLexer();
+      return true;
+    case Kind::kNumber:
+    case Kind::kInteger:
+      if (c != '-' && !IsJsonDigit(c)) return false;
+      mode_ = Mode::kNumber;
+      number_ = JsonNumberLexer(c, n.kind == Kind::kInteger, /*bounded=*/true);
+      return true;
+    case Kind::kLiterals: {
+      const uint64_t all =
+          n.literals.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+      const uint64_t first = Match(n.literals, all, 0, c);
+      if (first == 0) return false;
+      mode_ = Mode::kLiteral;
+      value_ = static_cast<uint16_t>(leaf);
+      candidates_ = first;
+      offset_ = 1;
+      bool whole, longer;
+      Lengths(n.literals, candidates_, offset_, &whole, &longer);
+      if (whole && !longer) EndValue();
+      return true;
+    }
+    case Kind::kAnyOf:
+      break;
+  }
+  return false;
+}
+
+uint64_t JsonSchemaState::KeyCandidates() const {
+  const Frame& f = frames_[depth_ - 1];
+  const JsonSchema::Node& n = schema_->node(f.node);
+  uint64_t candidates = 0;
+  for (size_t i = f.index; i < n.children.size(); ++i) {
+    if (Fits(n.children[i])) candidates |= uint64_t{1} << i;
+    if ((n.required >> i) & 1u) break;  // a required property cannot be skipped
+  }
+  return candidates;
+}
+
+bool JsonSchemaState::ObjectByte(uint8_t c) {
+  Frame& f = frames_[depth_ - 1];
+  const JsonSchema::Node& n = schema_->node(f.node);
+  if (c == '}') {
+    const uint64_t rest = f.index >= 64 ? 0 : n.required >> f.index;
+    if (f.phase == kAfterComma || rest != 0) return false;
+    --depth_;
+    EndValue();
+    return true;
+  }
+  if (c == ',') {
+    if (f.phase != kAfterValue || KeyCandidates() == 0) return false;
+    f.phase = kAfterComma;
+    return true;
+  }
+  if (c != '"' || f.phase == kAfterValue) return false;
+  candidates_ = KeyCandidates();
+  if (candidates_ == 0) return false;
+  mode_ = Mode::kKey;
+  offset_ = 1;  // every name begins with its quote
+  return true;
+}
+
+bool JsonSchemaState::KeyByte(uint8_t c) {
+  Frame& f = frames_[depth_ - 1];
+  const JsonSchema::Node& n = schema_->node(f.node);
+  candidates_ = Match(n.literals, candidates_, offset_, c);
+  if (candidates_ == 0) return false;
+  ++offset_;
+  bool whole, longer;
+  Lengths(n.literals, candidates_, offset_, &whole, &longer);
+  if (whole) {  // a name's closing quote: no other name goes on from here
+    const int i = std::countr_zero(candidates_);
+    f.index = static_cast<uint16_t>(i + 1);
+    value_ = static_cast<uint16_t>(n.children[i]);
+    mode_ = Mode::kColon;
+  }
+  return true;
+}
+
+bool JsonSchemaState::LiteralByte(uint8_t c) {
+  const JsonSchema::Node& n = schema_->node(value_);
+  const uint64_t next = Match(n.literals, candidates_, offset_, c);
+  bool whole, longer;
+  if (next == 0) {
+    // A number (12 among 1, 12 and 123) ends when the next byte goes on with none.
+    Lengths(n.literals, candidates_, offset_, &whole, &longer);
+    if (!whole) return false;
+    EndValue();
+    return BetweenTokens(c);
+  }
+  candidates_ = next;
+  ++offset_;
+  Lengths(n.literals, candidates_, offset_, &whole, &longer);
+  if (whole && !longer) EndValue();
+  return true;
+}
+
+bool JsonSchemaState::ArrayByte(uint8_t c) {
+  Frame& f = frames_[depth_ - 1];
+  const JsonSchema::Node& n = schema_->node(f.node);
+  const int32_t items = n.children[0];
+  if (c == ']') {
+    if (f.index < n.min_items) return false;
+    --depth_;
+    EndValue();
+    return true;
+  }
+  if (f.phase == kAfterValue) {
+    if (c != ',' || (n.max_items >= 0 && f.index >= n.max_items) || !Fits(items)) return false;
+    f.phase = kAfterComma;
+    value_ = static_cast<uint16_t>(items);
+    mode_ = Mode::kValue;
+    return true;
+  }
+  if (n.max_items == 0) return false;
+  return BeginValue(items, c);
+}
+
+void JsonSchemaState::EndValue() {
+  whitespace_run_ = 0;
+  if (depth_ == 0) {
+    mode_ = Mode::kDone;
+    return;
+  }
+  Frame& f = frames_[depth_ - 1];
+  f.phase = kAfterValue;
+  const JsonSchema::Node& n = schema_->node(f.node);
+  if (n.kind == Kind::kArray) {
+    // Counted only as far as the bounds tell apart, so that states differ no more than futures.
+    const int32_t enough = std::max(n.min_items, n.max_items);
+    if (f.index < enough) ++f.index;
+    mode_ = Mode::kArray;
+  } else {
+    mode_ = Mode::kObject;
+  }
+}
+
+}  // namespace ridge

@@ -1,0 +1,263 @@
+// Schema-constrained decoding (sampling/json_schema.h): the automaton agrees with the jsonschema
+// package on every case of tests/data/json/schema_cases.json (made by
+// tools/reference/make_json_schema_cases.py): each instance taken whole, every prefix of it
+// viable, each non-instance refused at some byte or at its end; the compiler refuses what it
+// does not implement, naming the keyword and where.
+#include "sampling/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace ridge {
+namespace {
+
+const std::filesystem::path kData = RIDGE_TEST_DATA_DIR;
+using ojson = nlohmann::ordered_json;
+
+// How far `text` gets: the bytes taken before one is refused, and whether it ends complete.
+struct Progress {
+  size_t taken = 0;
+  bool complete = false;
+};
+
+Progress Feed(const JsonSchema& schema, const std::string& text) {
+  JsonSchemaState state(&schema);
+  Progress run;
+  for (char c : text) {
+    if (!state.Step(static_cast<uint8_t>(c))) return run;
+    ++run.taken;
+  }
+  run.complete = state.complete();
+  return run;
+}
+
+TEST(JsonSchemaTest, AgreesWithTheJsonschemaPackage) {
+  std::ifstream in(kData / "json" / "schema_cases.json");
+  const ojson file = ojson::parse(in);
+  int valid = 0, invalid = 0, refused_early = 0;
+  for (const ojson& c : file.at("schemas")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    auto schema = JsonSchema::Compile(c.at("schema"));
+    ASSERT_TRUE(schema.ok()) << schema.status();
+    for (const ojson& hex : c.at("valid")) {
+      const std::string text = absl::HexStringToBytes(hex.get<std::string>());
+      const Progress run = Feed(**schema, text);
+      EXPECT_EQ(run.taken, text.size())
+          << "refused at byte " << run.taken << " of " << absl::CEscape(text);
+      EXPECT_TRUE(run.complete) << absl::CEscape(text);
+      ++valid;
+    }
+    for (const ojson& hex : c.at("invalid")) {
+      const std::string text = absl::HexStringToBytes(hex.get<std::string>());
+      const Progress run = Feed(**schema, text);
+      EXPECT_FALSE(run.taken == text.size() && run.complete) << absl::CEscape(text);
+      refused_early += run.taken < text.size();
+      ++invalid;
+    }
+  }
+  EXPECT_GE(valid, 300);
+  EXPECT_GE(invalid, 500);
+  EXPECT_GE(refused_early, invalid / 2);
+}
+
+// No state is a dead end: random walks over the bytes each state takes (all 256 tried), leaning
+// towards closing bytes, never meet a state that takes none, and end complete. Over the golden
+// schemas and a recursive one whose required chain runs into the nesting bound.
+TEST(JsonSchemaTest, EveryStateCanGoOnUntilComplete) {
+  std::ifstream in(kData / "json" / "schema_cases.json");
+  std::vector<ojson> schemas;
+  const ojson file = ojson::parse(in);
+  for (const ojson& c : file.at("schemas")) schemas.push_back(c.at("schema"));
+  schemas.push_back(ojson::parse(R"({"type": "object", "$defs": {"n": {"type": "object",
+      "properties": {"a": {"$ref": "#/$defs/n"}, "b": {"type": "array", "minItems": 1,
+                     "items": {"anyOf": [{"$ref": "#/$defs/m"}, {"type": "null"}]}}},
+      "required": ["b"]}, "m": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}},
+      "required": ["c"]}}, "properties": {"r": {"$ref": "#/$defs/n"}}, "required": ["r"]})"));
+  std::mt19937 rng(7);
+  int walks = 0;
+  for (const ojson& json_schema : schemas) {
+    auto schema = JsonSchema::Compile(json_schema);
+    ASSERT_TRUE(schema.ok()) << schema.status();
+    for (int walk = 0; walk < 20; ++walk, ++walks) {
+      JsonSchemaState state(schema->get());
+      std::string text;
+      for (int i = 0; i < 4000 && !state.complete(); ++i) {
+        std::vector<uint8_t> next;
+        for (int b = 0; b < 256; ++b) {
+          JsonSchemaState copy = state;
+          if (copy.Step(static_cast<uint8_t>(b))) next.push_back(static_cast<uint8_t>(b));
+        }
+        ASSERT_FALSE(next.empty()) << json_schema.dump() << " after " << absl::CEscape(text);
+        uint8_t b = next[rng() % next.size()];
+        for (uint8_t c : next) {
+          if ((c == '}' || c == ']' || c == '"') && rng() % 2 == 0) b = c;
+        }
+        ASSERT_TRUE(state.Step(b));
+        text += static_cast<char>(b);
+      }
+      EXPECT_TRUE(state.complete()) << absl::CEscape(text);
+    }
+  }
+  EXPECT_EQ(walks, 200);
+}
+
+struct Refusal {
+  const char* schema;
+  const char* message;  // a part of the error
+};
+
+TEST(JsonSchemaTest, RefusesWhatItDoesNotImplementByName) {
+  const Refusal refusals[] = {
+      {R"({"type": "string"})", "top level must be"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})",
+       "at #/properties/a: keyword \"pattern\" is not supported"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})",
+       "\"format\""},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 1}}})",
+       "\"minLength\""},
+      {R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}})",
+       "\"minimum\""},
+      {R"({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}]}}})", "\"oneOf\""},
+      {R"({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}]}}})", "\"allOf\""},
+      {R"({"type": "object", "properties": {"a": {"not": {"type": "string"}}}})", "\"not\""},
+      {R"({"type": "object", "patternProperties": {"x": {"type": "string"}}})",
+       "\"patternProperties\""},
+      {R"({"type": "object", "if": {}})", "\"if\""},
+      {R"({"type": "object", "additionalProperties": true})",
+       "at #/additionalProperties: only false"},
+      {R"({"type": "object", "additionalProperties": {"type": "string"}})",
+       "#/additionalProperties"},
+      {R"({"type": "object", "properties": {"a": {}}})",
+       "at #/properties/a: a schema needs \"type\""},
+      {R"({"type": "object", "properties": {"a": {"type": "array"}}})",
+       "at #/properties/a/items: an array needs"},
+      {R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"},
+          "maxItems": 100000}}})",
+       "#/properties/a/maxItems"},
+      {R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"},
+          "minItems": 3, "maxItems": 2}}})",
+       "#/properties/a/minItems"},
+      {R"({"type": "object", "properties": {"a": {"type": "strin"}}})", "unknown type \"strin\""},
+      {R"({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]})",
+       "#/required: \"b\" is not a property"},
+      {R"({"type": "object", "properties": {"a": {"enum": [1.5]}}})", "#/properties/a/enum"},
+      {R"({"type": "object", "properties": {"a": {"enum": []}}})", "#/properties/a/enum"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "enum": [1]}}})",
+       "is not of the schema's type"},
+      {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"},
+          {"type": "object", "properties": {"b": {"type": "string"}}}]}}})",
+       "can both begin with '{'"},
+      {R"({"type": "object", "properties": {"a": {"anyOf": [{"enum": ["x"]},
+          {"type": "string"}]}}})",
+       "can both begin with '\"'"},
+      {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}})",
+       "$ref names no schema"},
+      {R"({"type": "object", "properties": {"a": {"$ref": "http://example.com/s"}}})",
+       "$ref must be"},
+      {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/b", "type": "string"}},
+          "$defs": {"b": {"type": "string"}}})",
+       "\"$ref\" beside other keywords"},
+      {R"({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})",
+       "no finite instance"},
+      {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}},
+          "$defs": {"x": {"anyOf": [{"$ref": "#/$defs/x"}]}}})",
+       "refers only to itself"},
+      {R"({"type": "object", "$defs": {"unused": {"type": "string", "maxLength": 3}}})",
+       "at #/$defs/unused: keyword \"maxLength\""},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "properties": {}}}})",
+       "\"properties\" does not apply to type string"},
+      {R"(true)", "must be an object"},
+      {R"({"type": "object", "properties": {"a": {"type": ["string", "string"]}}})", "twice"},
+  };
+  for (const Refusal& r : refusals) {
+    SCOPED_TRACE(r.schema);
+    const auto schema = JsonSchema::Parse(r.schema);
+    ASSERT_FALSE(schema.ok());
+    EXPECT_EQ(schema.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(schema.status().message().find(r.message), std::string::npos) << schema.status();
+  }
+  // Too deep a document, too many nodes: refused, neither crashing nor slow.
+  std::string deep = R"({"type": "object", "properties": {"a": )";
+  for (int i = 0; i < 200; ++i) deep += R"({"type": "array", "items": )";
+  deep += R"({"type": "string"})";
+  deep.append(202, '}');
+  EXPECT_NE(JsonSchema::Parse(deep).status().message().find("nests deeper"), std::string::npos);
+  ojson wide = {{"type", "object"}, {"properties", ojson::object()}};
+  for (int i = 0; i < 65; ++i) {
+    wide["properties"][absl::StrCat("p", i)] = {{"type", "string"}};
+  }
+  EXPECT_NE(JsonSchema::Compile(wide).status().message().find("more than 64 properties"),
+            std::string::npos);
+  EXPECT_FALSE(JsonSchema::Parse("{").ok());
+}
+
+// The limits of the plain form: property order, a nesting bound that recursion respects, array
+// bounds, integers without fraction.
+TEST(JsonSchemaTest, WritesThePlainFormOnly) {
+  const auto schema = JsonSchema::Parse(R"({"type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                     "c": {"type": "array", "items": {"type": "null"}, "minItems": 1,
+                           "maxItems": 2}},
+      "required": ["b"]})");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  auto accepts = [&](const std::string& text) {
+    const Progress run = Feed(**schema, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(accepts(R"({"b": ""})"));
+  EXPECT_TRUE(accepts(R"({"a": -10, "b": "x", "c": [null, null]})"));
+  EXPECT_FALSE(accepts(R"({"b": "x", "a": 1})"));   // out of the schema's order
+  EXPECT_FALSE(accepts(R"({"a": 1})"));             // b is required
+  EXPECT_FALSE(accepts(R"({"a": 1.0, "b": ""})"));  // an integer has no fraction here
+  EXPECT_FALSE(accepts(R"({"b": "", "c": []})"));   // minItems
+  EXPECT_FALSE(accepts(R"({"b": "", "c": [null, null, null]})"));  // maxItems
+  EXPECT_FALSE(accepts(R"({"b": "", "d": 1})"));                   // no other property
+  EXPECT_FALSE(accepts(R"({"b": "",})"));
+  EXPECT_EQ(Feed(**schema, R"({"b": "x"} )").taken, 10u);  // nothing after the object
+
+  // Numbers keep to what a double holds (nlohmann::json refuses 1e400 as an overflow).
+  const auto numbers = JsonSchema::Parse(
+      R"({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]})");
+  ASSERT_TRUE(numbers.ok()) << numbers.status();
+  auto number = [&](const std::string& n) {
+    const std::string text = "{\"n\":" + n + "}";
+    const Progress run = Feed(**numbers, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(number("-12345678901234567890.12345678901234567890e-99"));
+  EXPECT_TRUE(number("1E+05"));
+  EXPECT_FALSE(number("123456789012345678901"));
+  EXPECT_FALSE(number("0.123456789012345678901"));
+  EXPECT_FALSE(number("1e100"));
+  EXPECT_FALSE(number("149e419"));
+
+  // Recursion stops at kMaxSchemaDepth containers: past it, an optional nested value cannot
+  // begin, and what is open can still end.
+  const auto tree = JsonSchema::Parse(R"({"type": "object",
+      "properties": {"next": {"$ref": "#"}, "v": {"type": "integer"}}, "required": ["v"]})");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  std::string text;
+  for (int i = 0; i < kMaxSchemaDepth - 1; ++i) text += R"({"next":)";
+  JsonSchemaState state(tree->get());
+  for (char c : text) ASSERT_TRUE(state.Step(static_cast<uint8_t>(c)));
+  JsonSchemaState deeper = state;  // container 16 opens, but "next" could not hold one more
+  ASSERT_TRUE(deeper.Step('{'));
+  ASSERT_TRUE(deeper.Step('"'));
+  EXPECT_FALSE(JsonSchemaState(deeper).Step('n'));
+  EXPECT_TRUE(JsonSchemaState(deeper).Step('v'));
+  for (char c : std::string(R"({"v":1})")) ASSERT_TRUE(state.Step(static_cast<uint8_t>(c)));
+  for (int i = 0; i < kMaxSchemaDepth - 1; ++i) {
+    for (char c : std::string(R"(,"v":2})")) ASSERT_TRUE(state.Step(static_cast<uint8_t>(c)));
+  }
+  EXPECT_TRUE(state.complete());
+}
+
+}  // namespace
+}  // namespace ridge
