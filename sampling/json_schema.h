@@ -133,6 +133,12 @@ class JsonSchema {
   const Node& node(int32_t i) const { return nodes_[i]; }
   size_t nodes() const { return nodes_.size(); }
 
+  // OK when `vocabulary` can spell every property name and enum value of the schema, which an
+  // output must write byte for byte: each byte has a token of its own (always so for the ASCII
+  // ones; a tokenizer without byte tokens may lack the first byte of a non-ASCII character, and
+  // the output would then stall there). Else FailedPrecondition naming the text and the byte.
+  absl::Status CheckSpelling(const JsonVocabulary& vocabulary) const;
+
   // The tokens `state` (of this schema) can take next, remembered for the states used last by
   // the sequences of this schema (a request's choices share it). Thread-safe.
   std::shared_ptr<const TokenBits> AllowedBits(const JsonVocabulary& vocabulary,
@@ -147,7 +153,10 @@ class JsonSchema {
   };
   JsonSchema() = default;
   std::vector<Node> nodes_;  // nodes_[0]: the top level, an object
-  MaskCache<MaskKey> masks_;
+  // One cache per compiled schema, so per request: kept small (1.2 MB at 152K tokens) since
+  // hundreds of requests may hold one each.
+  static constexpr size_t kMasks = 64;
+  MaskCache<MaskKey> masks_{kMasks};
 };
 
 }  // namespace ridge

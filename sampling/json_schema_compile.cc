@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/json_nesting.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "sampling/json_schema.h"
@@ -501,6 +502,11 @@ absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::Parse(std::string_
   if (text.size() > 4 * kMaxSchemaBytes) {  // room for whitespace; compact, it must fit the bound
     return absl::InvalidArgumentError(
         absl::StrCat("the schema text is longer than ", 4 * kMaxSchemaBytes, " bytes"));
+  }
+  // Dumping and copying a parsed value recurse once per level (base/json_nesting.h).
+  if (JsonNestsDeeperThan(text, kMaxSchemaNesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the schema nests deeper than ", kMaxSchemaNesting, " levels"));
   }
   json schema;
   try {

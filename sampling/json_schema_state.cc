@@ -1,6 +1,8 @@
 // JsonSchemaState: the byte automaton of a compiled JsonSchema (sampling/json_schema.h).
 #include <bit>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "sampling/json_grammar.h"
 #include "sampling/json_schema.h"
 
@@ -33,6 +35,23 @@ void Lengths(const std::vector<std::string>& literals, uint64_t candidates, size
 }
 
 }  // namespace
+
+absl::Status JsonSchema::CheckSpelling(const JsonVocabulary& vocabulary) const {
+  for (const Node& node : nodes_) {
+    for (const std::string& literal : node.literals) {
+      for (const char c : literal) {
+        const auto byte = static_cast<uint8_t>(c);
+        if (vocabulary.HasTokenForByte(byte)) continue;
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "the schema's %s %s needs the byte 0x%02X, which no token of this tokenizer is "
+            "alone, so the output could stall there (with this model, use ASCII in names and "
+            "values)",
+            node.kind == Kind::kObject ? "property name" : "value", literal, byte));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::shared_ptr<const TokenBits> JsonSchema::AllowedBits(const JsonVocabulary& vocabulary,
                                                          const JsonSchemaState& state) const {

@@ -50,6 +50,7 @@ absl::StatusOr<std::shared_ptr<const JsonVocabulary>> JsonVocabulary::Create(
     if (b.size() == 1) single[static_cast<uint8_t>(b[0])] = true;
     split_characters = split_characters || EndsInsideACharacter(b);
   }
+  for (int c = 0; c < 256; ++c) v->single_byte_[c] = single[c];
   for (int c = 0x20; c < 0x7F; ++c) {
     if (!single[c]) {
       return absl::FailedPreconditionError(absl::StrFormat(

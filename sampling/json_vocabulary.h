@@ -5,6 +5,7 @@
 // string, where most tokens fit, only the tokens with a quote or a backslash are walked.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,9 +45,12 @@ class JsonVocabulary {
   template <typename State>
   TokenBits Mask(const State& state) const;
 
-  // Mask for any JSON object's states, remembered for the MaskCache::kCapacity states used last,
+  // Mask for any JSON object's states, remembered for the kObjectMasks states used last,
   // by every request. Thread-safe.
   std::shared_ptr<const TokenBits> AllowedBits(const JsonByteState& state) const;
+
+  // Whether some token is byte `b` alone (every printable ASCII byte has one: Create checks).
+  bool HasTokenForByte(uint8_t b) const { return single_byte_[b]; }
 
   // The bytes of token `id` (empty if it is never allowed).
   std::string_view bytes(int32_t id) const;
@@ -57,10 +61,12 @@ class JsonVocabulary {
   int32_t vocab_size_ = 0;
   uint64_t serial_ = 0;
   std::vector<std::string> bytes_;
+  std::array<bool, 256> single_byte_{};
   TokenTrie trie_;          // every token with bytes
   TokenTrie string_exits_;  // those with a quote or a backslash: they may leave a string
   TokenBits string_stays_;  // those without, that a string takes whole
-  MaskCache<JsonStateKey> object_masks_;
+  static constexpr size_t kObjectMasks = 256;  // one cache for the whole server: 4.9 MB at 152K
+  MaskCache<JsonStateKey> object_masks_{kObjectMasks};
 };
 
 template <typename State>

@@ -17,7 +17,8 @@ namespace ridge {
 template <typename Key>
 class MaskCache {
  public:
-  static constexpr size_t kCapacity = 256;
+  // Masks kept at most: each takes vocabulary / 8 bytes (19 KB for 151,936 tokens).
+  explicit MaskCache(size_t capacity) : capacity_(capacity) {}
 
   // The mask of `key`, from the cache or else made by `make()` (outside the lock) and kept in
   // place of the one used least recently.
@@ -34,7 +35,7 @@ class MaskCache {
     }
     std::shared_ptr<const TokenBits> bits = make();
     std::lock_guard<std::mutex> lock(mutex_);
-    if (entries_.size() < kCapacity) {
+    if (entries_.size() < capacity_) {
       entries_.push_back({key, bits, ++uses_});
     } else {
       auto oldest =
@@ -51,6 +52,7 @@ class MaskCache {
     std::shared_ptr<const TokenBits> bits;
     uint64_t last_use = 0;
   };
+  const size_t capacity_;
   mutable std::mutex mutex_;
   mutable std::vector<Entry> entries_;  // guarded by mutex_
   mutable uint64_t uses_ = 0;           // guarded by mutex_

@@ -93,6 +93,9 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
             absl::StrCat("JSON output: the end token ", id, " is outside the vocabulary"));
       }
     }
+    if (params.json_schema != nullptr) {
+      RETURN_IF_ERROR(params.json_schema->CheckSpelling(*params.json_output));
+    }
     json = std::make_unique<JsonConstraint>(params.json_output,
                                             std::vector<int32_t>(end_ids.begin(), end_ids.end()),
                                             params.json_schema);

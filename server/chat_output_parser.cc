@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "base/json_nesting.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/jinja/value.h"
 
@@ -135,7 +136,10 @@ void ChatOutputParser::EmitText(std::string text, ChatDelta* out) {
 }
 
 void ChatOutputParser::EmitCall(const std::string& body, bool closed, ChatDelta* out) {
-  const auto call = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // A model can write any depth; a too deep call is left as text.
+  const auto call = JsonNestsDeeperThan(body, kMaxJsonInputNesting)
+                        ? nlohmann::ordered_json()
+                        : nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   const bool valid = call.is_object() && call.contains("name") && call["name"].is_string() &&
                      (!call.contains("arguments") || call["arguments"].is_object() ||
                       call["arguments"].is_string());

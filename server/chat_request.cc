@@ -1,6 +1,7 @@
 #include "server/chat_request.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/json_nesting.h"
 #include "base/status_macros.h"
 #include "server/api_error.h"
 
@@ -81,6 +82,11 @@ absl::StatusOr<json> ReadToolCalls(const json& calls, const std::string& where) 
     // does the same).
     json arguments = json::object();
     if (const json* given = Field(*function, "arguments")) {
+      if (given->is_string() &&
+          JsonNestsDeeperThan(given->get_ref<const std::string&>(), kMaxJsonInputNesting)) {
+        return Invalid("messages", absl::StrCat(at, ".function.arguments nests deeper than ",
+                                                kMaxJsonInputNesting, " levels"));
+      }
       arguments = given->is_string()
                       ? json::parse(given->get<std::string>(), nullptr, /*allow_exceptions=*/false)
                       : *given;

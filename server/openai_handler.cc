@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_nesting.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "server/api_error.h"
@@ -118,6 +119,10 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
+  if (JsonNestsDeeperThan(body, kMaxJsonInputNesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body nests deeper than ", kMaxJsonInputNesting, " levels"));
+  }
   nlohmann::ordered_json parsed;
   try {
     parsed = nlohmann::ordered_json::parse(body);

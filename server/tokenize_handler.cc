@@ -1,6 +1,7 @@
 #include "server/tokenize_handler.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/json_nesting.h"
 #include "base/status_macros.h"
 #include "server/api_error.h"
 #include "server/chat_request.h"
@@ -11,6 +12,10 @@ namespace {
 using json = nlohmann::ordered_json;
 
 absl::StatusOr<json> ParseBody(const TokenizeContext& context, const std::string& body) {
+  if (JsonNestsDeeperThan(body, kMaxJsonInputNesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body nests deeper than ", kMaxJsonInputNesting, " levels"));
+  }
   const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError("the request body must be a JSON object");

@@ -3,7 +3,10 @@
 // POST /detokenize.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/http_server.h"
 #include "tests/server/fake_backend.h"
@@ -141,6 +144,36 @@ TEST_F(HttpSurfaceTest, TokenizeAndDetokenizeRoundTrip) {
   const auto get = client_->Get("/tokenize");
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
+}
+
+// A body nested a million deep parses (nlohmann does not recurse there) but crashed the server
+// when an error message quoted it (dumping recurses once per level): every JSON text from outside
+// is now measured first. The server answers 400 and goes on serving.
+TEST_F(HttpSurfaceTest, DeeplyNestedJsonIsRefusedNotACrash) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  const std::string quoted = json(deep).dump();
+  const std::vector<std::pair<std::string, std::string>> posts = {
+      {"/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": " + deep + "}"},
+      {"/v1/chat/completions", "{\"messages\": " + deep + "}"},
+      {"/tokenize", "{\"prompt\": " + deep + "}"},
+      {"/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"c\", \"type\": "
+       "\"function\", \"function\": {\"name\": \"f\", \"arguments\": " +
+           quoted + "}}]}]}"},
+      {"/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
+       "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", \"schema\": " +
+           deep + "}}}"},
+  };
+  for (const auto& [path, body] : posts) {
+    const auto r = client_->Post(path.c_str(), body, "application/json");
+    ASSERT_TRUE(r) << path << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body.substr(0, 300);
+    EXPECT_NE(r->body.find("nests deeper than 128 levels"), std::string::npos)
+        << path << ": " << r->body.substr(0, 300);
+  }
+  const auto alive = PostJson(*client_, "/tokenize", {{"prompt", "Hi!"}});
+  EXPECT_EQ(alive.status, 200) << alive.body;
 }
 
 }  // namespace

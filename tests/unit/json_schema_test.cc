@@ -14,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "sampling/sampler.h"
 
 namespace ridge {
 namespace {
@@ -257,6 +258,52 @@ TEST(JsonSchemaTest, WritesThePlainFormOnly) {
     for (char c : std::string(R"(,"v":2})")) ASSERT_TRUE(state.Step(static_cast<uint8_t>(c)));
   }
   EXPECT_TRUE(state.complete());
+}
+
+// A property name or enum value is written byte for byte, so each of its bytes needs a token:
+// a vocabulary without the lead byte of a non-ASCII character (one without byte tokens) is
+// refused when the request's sampler is made, instead of stalling the output there. A schema too
+// deep to copy safely is refused before it is parsed into a value.
+TEST(JsonSchemaTest, RefusesWhatTheVocabularyCannotSpellOrTooDeep) {
+  std::vector<std::string> bytes;
+  for (int c = 0x20; c < 0x7F; ++c) bytes.emplace_back(1, static_cast<char>(c));
+  bytes.push_back("\xE6\x97\xA5");  // a whole character, no byte of it alone
+  bytes.push_back("");              // the end token
+  std::vector<std::string> without_byte_tokens = bytes;
+  without_byte_tokens.resize(bytes.size() + 0x80);  // the same ids, the bytes' ones empty
+  for (int c = 0x80; c < 0x100; ++c) bytes.emplace_back(1, static_cast<char>(c));
+  auto ascii_only = JsonVocabulary::Create(without_byte_tokens);
+  ASSERT_TRUE(ascii_only.ok()) << ascii_only.status();
+  auto every_byte = JsonVocabulary::Create(bytes);
+  ASSERT_TRUE(every_byte.ok()) << every_byte.status();
+  const int32_t end = 96;
+
+  auto schema =
+      JsonSchema::Parse(R"({"type": "object", "properties": {"\u65e5": {"type": "integer"}},
+                                      "required": ["\u65e5"]})");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  SamplingParams params;
+  params.json_schema = *schema;
+  params.json_output = *ascii_only;
+  auto refused = Sampler::Create(params, static_cast<int32_t>(bytes.size()), {&end, 1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("property name \"\xE6\x97\xA5\" needs the byte 0xE6"),
+            std::string::npos)
+      << refused.status();
+  params.json_output = *every_byte;
+  EXPECT_TRUE(Sampler::Create(params, static_cast<int32_t>(bytes.size()), {&end, 1}).ok());
+  params.json_schema =
+      *JsonSchema::Parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  params.json_output = *ascii_only;
+  EXPECT_TRUE(Sampler::Create(params, static_cast<int32_t>(bytes.size()), {&end, 1}).ok());
+
+  const std::string deep = R"({"type": "object", "properties": {"a": )" + std::string(100000, '[') +
+                           std::string(100000, ']') + "}}";
+  const auto too_deep = JsonSchema::Parse(deep);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_NE(too_deep.status().message().find("nests deeper than 64 levels"), std::string::npos)
+      << too_deep.status();
 }
 
 }  // namespace
