@@ -164,6 +164,115 @@ __device__ __forceinline__ void StoreHsBlock(float* hs, int block_row, int block
   }
 }
 
+// What a head's solve gives its readout and the metrics.
+struct ChebyshevResult {
+  float x_row;  // x of this thread's row
+  int iterations;
+  bool capped;
+  float relative_residual;  // ||(Hs + lam I) x - q|| / ||q|| of the x returned
+};
+
+// Where a solve's threads meet: x double-buffered (each iteration reads one and writes the
+// other, so one barrier an iteration suffices), and each warp's share of ||residual||^2 beside it.
+template <int D>
+struct ChebyshevShared {
+  __align__(16) float xs[2][D];
+  __align__(16) float residual_parts[2][2 * D / 32];
+};
+
+// The Chebyshev iteration for (Hs + lam I) x = q from x0 = step q (spec section 3), this thread
+// holding its block `h` of Hs and the scalars of row t / 2. kCheckEach: a tolerance is set, so
+// the residual is checked every iteration; its warp sums cross the barrier that shares the next
+// x, which is computed before the check and dropped if the check ends the solve (a block-wide
+// sum of its own, two more barriers an iteration, made a solve with a tolerance of 1e-3 slower
+// than 30 iterations without: tools/bench/RESULTS.md). Without it, only the last x's residual is
+// measured, for the metrics.
+template <int D, bool kCheckEach>
+__device__ __forceinline__ ChebyshevResult ChebyshevSolve(const float (&h)[kBlockRows][D / 16],
+                                                          ChebyshevShared<D>& shared,
+                                                          float* scratch, int block_col, int lane16,
+                                                          float q_row, float frobenius,
+                                                          float ridge_strength, float tolerance,
+                                                          int max_iterations) {
+  constexpr int kThreads = 2 * D, kCols = D / 16;
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const float lam = ridge_strength * frobenius;
+  const float step = 2.0f / (2.0f * lam + frobenius);
+  const float half_ratio = frobenius / (2.0f * lam + frobenius) / 2.0f;
+  const float r4 = half_ratio * half_ratio;
+  const float q_norm2 = BlockSum<kThreads>(half == 0 ? q_row * q_row : 0.0f, scratch);
+  const float stop_below = tolerance * tolerance * q_norm2;
+  float x_prev = 0.0f, w = 2.0f, x_row = step * q_row, res2 = 0.0f;
+  if (half == 0) shared.xs[0][row] = x_row;
+  __syncthreads();
+  int buffer = 0, iteration = 0;
+  bool capped = false;
+  for (;; ++iteration) {
+    // (Hs x) for the block's rows: kBlockRows independent sums, then over the half warp.
+    float x_cols[kCols];
+    const float4* x = reinterpret_cast<const float4*>(shared.xs[buffer] + block_col);
+#pragma unroll
+    for (int c = 0; c < kCols / 4; ++c) {
+      const float4 x4 = x[c];
+      x_cols[4 * c] = x4.x;
+      x_cols[4 * c + 1] = x4.y;
+      x_cols[4 * c + 2] = x4.z;
+      x_cols[4 * c + 3] = x4.w;
+    }
+    float partial[kBlockRows];
+#pragma unroll
+    for (int i = 0; i < kBlockRows; ++i) {
+      partial[i] = h[i][0] * x_cols[0];
+#pragma unroll
+      for (int j = 1; j < kCols; ++j) partial[i] += h[i][j] * x_cols[j];
+    }
+    const float dot = ReduceRowSums(partial, lane16);
+    const float res = dot + lam * x_row - q_row;
+    const bool last = iteration == max_iterations;
+    if constexpr (!kCheckEach) {
+      if (last) {
+        res2 = BlockSum<kThreads>(half == 0 ? res * res : 0.0f, scratch);
+        break;
+      }
+    } else {
+      // Both lanes of a row hold its residual: the sum over a warp's even lanes is the warp's.
+      float warp_res2 = res * res;
+#pragma unroll
+      for (int offset = 2; offset < 32; offset <<= 1) {
+        warp_res2 += __shfl_xor_sync(0xffffffffu, warp_res2, offset);
+      }
+      if ((threadIdx.x & 31) == 0) shared.residual_parts[buffer][threadIdx.x >> 5] = warp_res2;
+    }
+    const float w_next = 1.0f / (1.0f - r4 * w);
+    const float x_next = w_next * x_row - (step * w_next * res + (w_next - 1.0f) * x_prev);
+    if (half == 0) shared.xs[buffer ^ 1][row] = x_next;
+    __syncthreads();
+    if constexpr (kCheckEach) {
+      const float4* parts = reinterpret_cast<const float4*>(shared.residual_parts[buffer]);
+      float4 sum = parts[0];
+#pragma unroll
+      for (int p = 1; p < kThreads / 128; ++p) {
+        const float4 more = parts[p];
+        sum.x += more.x;
+        sum.y += more.y;
+        sum.z += more.z;
+        sum.w += more.w;
+      }
+      res2 = (sum.x + sum.y) + (sum.z + sum.w);
+      if (res2 <= stop_below) break;
+      if (last) {
+        capped = true;
+        break;
+      }
+    }
+    w = w_next;
+    x_prev = x_row;
+    x_row = x_next;
+    buffer ^= 1;
+  }
+  return {x_row, iteration, capped, q_norm2 > 0.0f ? sqrtf(res2 / q_norm2) : 0.0f};
+}
+
 // Two blocks an SM: Hs in registers takes 128 of each thread's (at 170 registers, one block an
 // SM ran 1.24x slower; tools/bench/RESULTS.md).
 // Sequences with `chunked_from` tokens or more are the chunked kernel's.
@@ -174,7 +283,7 @@ __global__ void __launch_bounds__(2 * D, 2)
   constexpr int kReadoutParts = kThreads / (D / 4);  // threads of a column group (8)
   __shared__ float key[D], query[D], readout[D];
   __shared__ __align__(16) float value[D];
-  __shared__ __align__(16) float xs[2][D];
+  __shared__ ChebyshevShared<D> solve_shared;
   __shared__ __align__(16) float readout_parts[kReadoutParts][D];
   __shared__ float scratch[kThreads / 32];
 
@@ -237,63 +346,17 @@ __global__ void __launch_bounds__(2 * D, 2)
     const float q_row = query[row];
 
     // The Chebyshev solve of (Hs + lam I) x = q: the pair of threads of a row both keep x_row.
-    int iterations = 0;
-    bool capped = false;
-    float relative_residual = 0.0f;
-    float x_row = 0.0f;
+    ChebyshevResult solved{};
     const bool solve = a.solve && frobenius > kSmallestFrobenius;
     if (solve) {
-      const float lam = a.ridge_strength * frobenius;
-      const float step = 2.0f / (2.0f * lam + frobenius);
-      const float half_ratio = frobenius / (2.0f * lam + frobenius) / 2.0f;
-      const float r4 = half_ratio * half_ratio;
-      const float q_norm2 = BlockSum<kThreads>(half == 0 ? q_row * q_row : 0.0f, scratch);
-      float x_prev = 0.0f, w = 2.0f;
-      x_row = step * q_row;
-      if (half == 0) xs[0][row] = x_row;
-      __syncthreads();
-      int buffer = 0;
-      for (int iteration = 0;; ++iteration) {
-        // (Hs x) for the block's rows: kBlockRows independent sums, then over the half warp.
-        float x_cols[kCols];
-        const float4* x = reinterpret_cast<const float4*>(xs[buffer] + block_col);
-#pragma unroll
-        for (int c = 0; c < kCols / 4; ++c) {
-          const float4 x4 = x[c];
-          x_cols[4 * c] = x4.x;
-          x_cols[4 * c + 1] = x4.y;
-          x_cols[4 * c + 2] = x4.z;
-          x_cols[4 * c + 3] = x4.w;
-        }
-        float partial[kBlockRows];
-#pragma unroll
-        for (int i = 0; i < kBlockRows; ++i) {
-          partial[i] = h[i][0] * x_cols[0];
-#pragma unroll
-          for (int j = 1; j < kCols; ++j) partial[i] += h[i][j] * x_cols[j];
-        }
-        const float dot = ReduceRowSums(partial, lane16);
-        const float res = dot + lam * x_row - q_row;
-        const bool last = iteration == max_iterations;
-        if (tolerance > 0.0f || last) {  // the same for every thread of the block
-          const float res2 = BlockSum<kThreads>(half == 0 ? res * res : 0.0f, scratch);
-          relative_residual = q_norm2 > 0.0f ? sqrtf(res2 / q_norm2) : 0.0f;
-          if (tolerance > 0.0f && res2 <= tolerance * tolerance * q_norm2) break;
-          if (last) {
-            capped = tolerance > 0.0f;
-            break;
-          }
-        }
-        w = 1.0f / (1.0f - r4 * w);
-        const float update = step * w * res + (w - 1.0f) * x_prev;
-        x_prev = x_row;
-        x_row = w * x_row - update;
-        buffer ^= 1;
-        if (half == 0) xs[buffer][row] = x_row;
-        __syncthreads();
-        iterations = iteration + 1;
-      }
+      solved =
+          tolerance > 0.0f
+              ? ChebyshevSolve<D, true>(h, solve_shared, scratch, block_col, lane16, q_row,
+                                        frobenius, a.ridge_strength, tolerance, max_iterations)
+              : ChebyshevSolve<D, false>(h, solve_shared, scratch, block_col, lane16, q_row,
+                                         frobenius, a.ridge_strength, tolerance, max_iterations);
     }
+    const float x_row = solved.x_row;
     if (half == 0) {
       readout[row] = !a.solve ? q_row
                      : solve  ? q_row + alpha * (x_row - q_row)
@@ -322,7 +385,9 @@ __global__ void __launch_bounds__(2 * D, 2)
       static_cast<__nv_bfloat16*>(a.out_bf16)[r * a.out_stride + head * D + t] =
           __float2bfloat16(gated);
     }
-    if (t == 0 && a.solve) a.counters[pair].Add(iterations, capped, relative_residual);
+    if (t == 0 && a.solve) {
+      a.counters[pair].Add(solved.iterations, solved.capped, solved.relative_residual);
+    }
   }
   // Stored here, not before the last token's solve: stores issued before it made the kernel 9%
   // slower (tools/bench/RESULTS.md).

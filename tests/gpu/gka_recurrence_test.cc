@@ -279,41 +279,41 @@ TEST_P(GkaRecurrenceTest, MatchesTheCpuStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GkaRecurrenceTest,
-                         ::testing::Values(Case{128, 3, 4, 1, 1, 1, 30, 0.0f, true, 12},
-                                           Case{128, 5, 4, 2, 2, 2, 30, 1e-3f, true, 40},
-                                           Case{128, 1, 8, 4, 2, 7, 30, 1e-6f, true, 3},
-                                           Case{64, 7, 3, 3, 3, 1, 30, 0.0f, true, 20},
-                                           Case{64, 2, 4, 4, 1, 3, 1, 0.0f, true, 5},
-                                           Case{64, 3, 2, 1, 1, 16, 30, 1e-3f, true, 0},
-                                           Case{128, 2, 2, 2, 1, 2, 30, 0.0f, false, 6},
-                                           // More (sequence, head) items than resident blocks
-                                           // (several waves); with tokens 0, even sequences
-                                           // have none.
-                                           Case{128, 41, 8, 4, 2, 1, 30, 0.0f, true, 10},
-                                           Case{128, 45, 8, 4, 2, 0, 30, 1e-3f, true, 10},
-                                           Case{64, 150, 4, 2, 2, 0, 10, 0.0f, true, 8},
-                                           // Prompt pieces through the chunked kernel (head_dim
-                                           // 128, >= 16 tokens): whole and partial chunks of 32,
-                                           // beside shorter sequences token by token.
-                                           Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5},
-                                           Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0},
-                                           Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30},
-                                           Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6},
-                                           // A (sequence, head) takes 4, 2 or 1 blocks of the
-                                           // chunked kernel as the GPU has room: the cases above
-                                           // take 4 on a GPU of 132 SMs, these 2 and 1.
-                                           Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4},
-                                           Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2},
-                                           // The same chunked shapes with the products on the
-                                           // tensor cores (4, 2 and 1 blocks a head).
-                                           Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5, true},
-                                           Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0, true},
-                                           Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30, true},
-                                           Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6, true},
-                                           Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4, true},
-                                           Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2, true}),
-                         Name);
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GkaRecurrenceTest,
+    ::testing::Values(
+        Case{128, 3, 4, 1, 1, 1, 30, 0.0f, true, 12}, Case{128, 5, 4, 2, 2, 2, 30, 1e-3f, true, 40},
+        Case{128, 1, 8, 4, 2, 7, 30, 1e-6f, true, 3}, Case{64, 7, 3, 3, 3, 1, 30, 0.0f, true, 20},
+        Case{64, 2, 4, 4, 1, 3, 1, 0.0f, true, 5}, Case{64, 3, 2, 1, 1, 16, 30, 1e-3f, true, 0},
+        Case{128, 2, 2, 2, 1, 2, 30, 0.0f, false, 6},
+        // Past the launch's table of Chebyshev weights (64),
+        // the weights are computed as the solve goes.
+        Case{128, 3, 4, 2, 2, 1, 100, 0.0f, true, 7}, Case{64, 2, 2, 1, 1, 3, 70, 0.0f, true, 4},
+        // More (sequence, head) items than resident blocks
+        // (several waves); with tokens 0, even sequences
+        // have none.
+        Case{128, 41, 8, 4, 2, 1, 30, 0.0f, true, 10},
+        Case{128, 45, 8, 4, 2, 0, 30, 1e-3f, true, 10},
+        Case{64, 150, 4, 2, 2, 0, 10, 0.0f, true, 8},
+        // Prompt pieces through the chunked kernel (head_dim
+        // 128, >= 16 tokens): whole and partial chunks of 32,
+        // beside shorter sequences token by token.
+        Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5}, Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0},
+        Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30},
+        Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6},
+        // A (sequence, head) takes 4, 2 or 1 blocks of the
+        // chunked kernel as the GPU has room: the cases above
+        // take 4 on a GPU of 132 SMs, these 2 and 1.
+        Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4}, Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2},
+        // The same chunked shapes with the products on the
+        // tensor cores (4, 2 and 1 blocks a head).
+        Case{128, 3, 4, 2, 2, 40, 30, 0.0f, true, 5, true},
+        Case{128, 2, 8, 4, 2, 75, 30, 1e-3f, true, 0, true},
+        Case{128, 4, 2, 1, 1, 15, 10, 1e-6f, true, 30, true},
+        Case{128, 2, 2, 2, 1, 33, 30, 0.0f, false, 6, true},
+        Case{128, 5, 8, 4, 2, 20, 30, 0.0f, true, 4, true},
+        Case{128, 9, 8, 4, 2, 17, 10, 1e-3f, true, 2, true}),
+    Name);
 
 }  // namespace
 }  // namespace ridge::cuda

@@ -11,6 +11,8 @@
 //                    [--token-by-token 1 (prompt pieces without the chunked kernel)]
 //                    [--tensor-cores 0,1 (the chunked kernel's state products on the CUDA
 //                    cores, the tensor cores, or each in turn)]
+//                    [--tolerances 0,1e-3 (each sequence's relative residual tolerance; 0 runs
+//                    every iteration, above it the mean iterations a solve are printed)]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +45,7 @@ double Anchor(int batch, int iterations) {
 
 int main(int argc, char** argv) {
   std::vector<int> batches = {64, 96}, iteration_list = {30, 10, 1}, tensor_core_list = {0};
+  std::vector<float> tolerance_list = {0.0f};
   int heads = 32, d = 128, repeats = 50, tokens = 1, token_by_token = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -60,6 +63,8 @@ int main(int argc, char** argv) {
       token_by_token = std::atoi(argv[i + 1]);
     else if (flag == "--tensor-cores")
       tensor_core_list = IntList(argv[i + 1]);
+    else if (flag == "--tolerances")
+      tolerance_list = ridge::bench::FloatList(argv[i + 1]);
     else if (flag == "--repeats")
       repeats = std::atoi(argv[i + 1]);
     else {
@@ -154,21 +159,36 @@ int main(int argc, char** argv) {
     // Hs and Ss, read and written.
     const double bytes = 2.0 * pairs * (ridge::PackedHsFloats(d) + int64_t{d} * d) * 4;
     for (const int iterations : iteration_list) {
-      for (const int tensor_cores : tensor_core_list) {
-        args.tensor_core_products = tensor_cores != 0;
-        std::fill(caps.begin(), caps.end(), iterations);
-        CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
-        const double us = ridge::bench::MedianMicros(
-            repeats, [&] { return ridge::cuda::LaunchGkaRecurrence(args, nullptr); });
-        const double limit_us = bytes / ceiling * 1e6;
-        const double anchor = heads == 32 && d == 128 ? Anchor(batch, iterations) : 0;
-        std::printf(
-            "batch %3d  iterations %2d  median %7.1f us  state %6.1f MB  %.2f TB/s  "
-            "%.2fx the byte limit (%.1f us)  anchor %.0f us (%.2fx)  %.2f us a token%s\n",
-            batch, iterations, us, bytes / 1e6, bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us,
-            tokens == 1 ? anchor : 0.0, tokens == 1 && anchor > 0 ? anchor / us : 0.0, us / tokens,
-            tensor_cores != 0 ? "  (chunked: tensor cores)" : "");
-        std::fflush(stdout);
+      for (const float tolerance : tolerance_list) {
+        for (const int tensor_cores : tensor_core_list) {
+          args.tensor_core_products = tensor_cores != 0;
+          std::fill(caps.begin(), caps.end(), iterations);
+          CHECK_CUDA(cudaMemcpy(max_it, caps.data(), batch * 4, cudaMemcpyHostToDevice));
+          const std::vector<float> tolerances(batch, tolerance);
+          CHECK_CUDA(cudaMemcpy(tol, tolerances.data(), batch * 4, cudaMemcpyHostToDevice));
+          CHECK_CUDA(cudaMemset(counters, 0, pairs * sizeof(ridge::cuda::SolveCounters)));
+          const double us = ridge::bench::MedianMicros(
+              repeats, [&] { return ridge::cuda::LaunchGkaRecurrence(args, nullptr); });
+          std::vector<ridge::cuda::SolveCounters> solved(pairs);
+          CHECK_CUDA(cudaMemcpy(solved.data(), counters, pairs * sizeof(solved[0]),
+                                cudaMemcpyDeviceToHost));
+          double solves = 0, total_iterations = 0;
+          for (const auto& c : solved) {
+            solves += c.solves;
+            total_iterations += c.total_iterations;
+          }
+          const double limit_us = bytes / ceiling * 1e6;
+          const double anchor = heads == 32 && d == 128 ? Anchor(batch, iterations) : 0;
+          std::printf(
+              "batch %3d  iterations %2d  tolerance %g (%.1f iterations a solve)  median %7.1f us"
+              "  state %6.1f MB  %.2f TB/s  %.2fx the byte limit (%.1f us)  anchor %.0f us "
+              "(%.2fx)  %.2f us a token%s\n",
+              batch, iterations, tolerance, solves > 0 ? total_iterations / solves : 0.0, us,
+              bytes / 1e6, bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us,
+              tokens == 1 ? anchor : 0.0, tokens == 1 && anchor > 0 ? anchor / us : 0.0,
+              us / tokens, tensor_cores != 0 ? "  (chunked: tensor cores)" : "");
+          std::fflush(stdout);
+        }
       }
     }
     for (void* p :

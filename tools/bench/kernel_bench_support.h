@@ -1,6 +1,6 @@
 // What the single-kernel benchmarks (gka_kernel_bench, attention_kernel_bench) share: comma
-// lists from flags, a CUDA check that exits, the device's copy ceiling and a median of timed
-// launches.
+// lists of numbers from flags, a CUDA check that exits, the device's copy ceiling and a median of
+// timed launches.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,17 +13,27 @@
 
 namespace ridge::bench {
 
-inline std::vector<int> IntList(const char* text) {
-  std::vector<int> out;
+// The numbers of a comma list, each read by `parse` (std::atoi, std::atof).
+template <typename T, typename Parse>
+std::vector<T> NumberList(const char* text, Parse parse) {
+  std::vector<T> out;
   std::string s(text);
   size_t start = 0;
   while (start <= s.size()) {
     const size_t comma = s.find(',', start);
-    out.push_back(std::atoi(s.substr(start, comma - start).c_str()));
+    out.push_back(static_cast<T>(parse(s.substr(start, comma - start).c_str())));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return out;
+}
+
+inline std::vector<int> IntList(const char* text) {
+  return NumberList<int>(text, [](const char* s) { return std::atoi(s); });
+}
+
+inline std::vector<float> FloatList(const char* text) {
+  return NumberList<float>(text, [](const char* s) { return std::atof(s); });
 }
 
 #define CHECK_CUDA(call)                                              \
