@@ -11,36 +11,24 @@ constexpr uint8_t kLiteralLengths[] = {4, 5, 4};
 bool JsonByteState::Step(uint8_t c) {
   switch (mode_) {
     case Mode::kString:
-      switch (string_.Step(c)) {
-        case JsonStringLexer::Result::kFail:
-          return false;
-        case JsonStringLexer::Result::kMore:
-          return true;
-        case JsonStringLexer::Result::kClosed:
-          if (in_key_) {
-            mode_ = Mode::kColon;
-          } else {
-            EndValue();
-          }
-          return true;
-      }
-      return false;
+      return StepScalar(string_, c, [&] {
+        if (in_key_) {
+          mode_ = Mode::kColon;
+        } else {
+          EndValue();
+        }
+        return true;
+      });
     case Mode::kLiteral:
       if (c != static_cast<uint8_t>(kLiterals[literal_][count_])) return false;
       if (++count_ == kLiteralLengths[literal_]) EndValue();
       return true;
     case Mode::kNumber:
-      switch (number_.Step(c)) {
-        case JsonNumberLexer::Result::kFail:
-          return false;
-        case JsonNumberLexer::Result::kMore:
-          return true;
-        case JsonNumberLexer::Result::kEnded:
-          // A number is always inside a container (the top level is an object): `c` follows it.
-          EndValue();
-          return AfterValue(c);
-      }
-      return false;
+      return StepScalar(number_, c, [&] {
+        // A number is always inside a container (the top level is an object): `c` follows it.
+        EndValue();
+        return AfterValue(c);
+      });
     case Mode::kDone:
       return false;
     default:

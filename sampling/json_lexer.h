@@ -196,4 +196,21 @@ inline JsonNumberLexer::Result JsonNumberLexer::Step(uint8_t c) {
   return Result::kEnded;
 }
 
+// One byte of the string or number an automaton is reading (`lexer`, a JsonStringLexer or a
+// JsonNumberLexer), for the automaton's Step: false when the scalar cannot take `c`, true when
+// it goes on, and when it ends, what `at_end()` returns. A string ends on its closing quote,
+// which is `c`; a number ends before `c`, so there `at_end` must also take `c`, as what
+// follows the number.
+template <typename Lexer, typename AtEnd>
+inline bool StepScalar(Lexer& lexer, uint8_t c, AtEnd&& at_end) {
+  switch (lexer.Step(c)) {
+    case Lexer::Result::kFail:
+      return false;
+    case Lexer::Result::kMore:
+      return true;
+    default:  // JsonStringLexer::Result::kClosed, JsonNumberLexer::Result::kEnded
+      return at_end();
+  }
+}
+
 }  // namespace ridge

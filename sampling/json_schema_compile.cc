@@ -156,9 +156,7 @@ class JsonSchemaCompiler {
         return Error(path, absl::StrCat("\"", key, "\" is supported at the top level only"));
       }
     }
-    if (s.contains("$ref")) {  // beside other keywords
-      return Error(path, "\"$ref\" beside other keywords is not supported");
-    }
+    if (s.contains("$ref")) return RefusedRef(s, path);
     if (s.contains("anyOf")) return FillAnyOf(slot, s, path, nesting);
     if (s.contains("enum") || s.contains("const")) return FillLiterals(slot, s, path);
     if (!s.contains("type")) {
@@ -193,6 +191,29 @@ class JsonSchemaCompiler {
     nodes_[slot].kind = Kind::kAnyOf;
     nodes_[slot].children = std::move(children);
     return absl::OkStatus();
+  }
+
+  // A schema with "$ref" that Fill was given: Compile takes a $ref alone (annotations aside) as
+  // its target's node, so this is a "$ref" beside keywords that say something, the top level,
+  // or a definition reached through Ref (which fills a target in place) that is itself only a
+  // "$ref". Each is refused naming what is not supported.
+  static absl::Status RefusedRef(const json& s, const std::string& path) {
+    for (const auto& [key, unused] : s.items()) {
+      // "$defs" and "definitions" are at the top level (Fill refused them anywhere else).
+      if (key != "$ref" && key != "$defs" && key != "definitions" && !Annotations().contains(key)) {
+        return Error(path, absl::StrCat("\"$ref\" beside \"", key, "\" is not supported"));
+      }
+    }
+    if (path == "#") {
+      return Error(path,
+                   "\"$ref\" at the top level is not supported: the top level must be the "
+                   "{\"type\": \"object\"} schema itself");
+    }
+    const json& ref = s.at("$ref");
+    if (!ref.is_string()) return Error(path + "/$ref", "must be a string");
+    return Error(path,
+                 absl::StrCat("a definition that is only a \"$ref\" (an alias of ", ref.dump(),
+                              ") is not supported: refer to ", ref.dump(), " directly"));
   }
 
   absl::Status ReadTypes(const json& s, const std::string& path, std::vector<std::string>* types) {

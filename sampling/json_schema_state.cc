@@ -62,27 +62,15 @@ std::shared_ptr<const TokenBits> JsonSchema::AllowedBits(const JsonVocabulary& v
 bool JsonSchemaState::Step(uint8_t c) {
   switch (mode_) {
     case Mode::kString:
-      switch (string_.Step(c)) {
-        case JsonStringLexer::Result::kFail:
-          return false;
-        case JsonStringLexer::Result::kMore:
-          return true;
-        case JsonStringLexer::Result::kClosed:
-          EndValue();
-          return true;
-      }
-      return false;
+      return StepScalar(string_, c, [&] {
+        EndValue();
+        return true;
+      });
     case Mode::kNumber:
-      switch (number_.Step(c)) {
-        case JsonNumberLexer::Result::kFail:
-          return false;
-        case JsonNumberLexer::Result::kMore:
-          return true;
-        case JsonNumberLexer::Result::kEnded:
-          EndValue();  // a number is always inside a container: `c` follows it
-          return BetweenTokens(c);
-      }
-      return false;
+      return StepScalar(number_, c, [&] {
+        EndValue();  // a number is always inside a container: `c` follows it
+        return BetweenTokens(c);
+      });
     case Mode::kKey:
       return KeyByte(c);
     case Mode::kLiteral:

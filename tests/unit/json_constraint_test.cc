@@ -184,18 +184,47 @@ TEST(JsonVocabularyTest, RefusesVocabulariesThatCouldStall) {
               std::string::npos);
 }
 
-// Random logits, a little in favour of the tokens that end strings and containers so that the
-// outputs end within the steps given. Every output is one JSON object and then the end token.
+// What a random model writes through `sampler` in at most 4000 tokens of `bytes`: the text
+// before the end token `end`, and whether `end` came. Its logits are random (from `seed`), a
+// little in favour of the tokens that end strings and containers so that the outputs end within
+// the steps given, and highest at `end` all along (a constrained sampler refuses it until the
+// output is complete).
+struct RandomOutput {
+  std::string text;
+  bool ended = false;
+};
+
+RandomOutput WriteRandomly(Sampler& sampler, const std::vector<std::string>& bytes, int32_t end,
+                           uint64_t seed) {
+  const auto vocab = static_cast<int32_t>(bytes.size());
+  std::vector<float> favour(vocab, 0.0f);
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (bytes[id].find_first_of("\"}]") != std::string::npos) favour[id] = 4.0f;
+  }
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(vocab);
+  RandomOutput out;
+  for (int step = 0; step < 4000 && !out.ended; ++step) {
+    for (int32_t id = 0; id < vocab; ++id) logits[id] = normal(rng) + favour[id];
+    logits[end] = 50.0f;
+    const int32_t token = sampler.Sample(logits, {}, {});
+    if (token == end) {
+      out.ended = true;
+    } else {
+      out.text += bytes[token];
+    }
+  }
+  return out;
+}
+
+// Every output of a random model is one JSON object and then the end token.
 TEST(JsonSamplerTest, ARandomModelWritesOneJsonObjectThenEnds) {
   const std::vector<std::string> bytes = TokenBytes("qwen_style", 13);
   auto vocabulary = JsonVocabulary::Create(bytes);
   ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
   const auto vocab = static_cast<int32_t>(bytes.size());
   const int32_t end = vocab - 1;  // a special token past the text's: no bytes of its own
-  std::vector<float> favour(vocab, 0.0f);
-  for (int32_t id = 0; id < vocab; ++id) {
-    if (bytes[id].find_first_of("\"}]") != std::string::npos) favour[id] = 4.0f;
-  }
   int finished = 0;
   for (uint64_t seed = 0; seed < 24; ++seed) {
     SamplingParams params;
@@ -204,21 +233,7 @@ TEST(JsonSamplerTest, ARandomModelWritesOneJsonObjectThenEnds) {
     params.json_output = *vocabulary;
     auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{end});
     ASSERT_TRUE(sampler.ok()) << sampler.status();
-    std::mt19937 rng(static_cast<uint32_t>(seed));
-    std::normal_distribution<float> normal(0.0f, 2.0f);
-    std::vector<float> logits(vocab);
-    std::string text;
-    bool ended = false;
-    for (int step = 0; step < 4000 && !ended; ++step) {
-      for (int32_t id = 0; id < vocab; ++id) logits[id] = normal(rng) + favour[id];
-      logits[end] = 50.0f;  // the model wants to stop all along: refused until the object ends
-      const int32_t token = sampler->Sample(logits, {}, {});
-      if (token == end) {
-        ended = true;
-      } else {
-        text += bytes[token];
-      }
-    }
+    const auto [text, ended] = WriteRandomly(*sampler, bytes, end, seed);
     if (!ended) {  // still within an object: what there is can become one
       EXPECT_FALSE(sampler->json_constraint()->complete());
       continue;
@@ -289,8 +304,8 @@ void ExpectTheShape(const nlohmann::ordered_json& v) {
   }
 }
 
-// Random logits, as above, on two real vocabularies: every finished output parses and has the
-// schema's shape.
+// A random model (WriteRandomly) on two real vocabularies: every finished output parses and has
+// the schema's shape.
 TEST(JsonSamplerTest, ARandomModelWritesTheSchemasShape) {
   const auto schema = JsonSchema::Parse(kShapeSchema);
   ASSERT_TRUE(schema.ok()) << schema.status();
@@ -302,10 +317,6 @@ TEST(JsonSamplerTest, ARandomModelWritesTheSchemasShape) {
     ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
     const auto vocab = static_cast<int32_t>(bytes.size());
     const int32_t end = vocab - 1;
-    std::vector<float> favour(vocab, 0.0f);
-    for (int32_t id = 0; id < vocab; ++id) {
-      if (bytes[id].find_first_of("\"}]") != std::string::npos) favour[id] = 4.0f;
-    }
     for (uint64_t seed = 0; seed < 16; ++seed) {
       SamplingParams params;
       params.temperature = seed % 4 == 0 ? 0.0f : 1.0f;
@@ -314,21 +325,7 @@ TEST(JsonSamplerTest, ARandomModelWritesTheSchemasShape) {
       params.json_schema = *schema;
       auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{end});
       ASSERT_TRUE(sampler.ok()) << sampler.status();
-      std::mt19937 rng(static_cast<uint32_t>(seed));
-      std::normal_distribution<float> normal(0.0f, 2.0f);
-      std::vector<float> logits(vocab);
-      std::string text;
-      bool ended = false;
-      for (int step = 0; step < 4000 && !ended; ++step) {
-        for (int32_t id = 0; id < vocab; ++id) logits[id] = normal(rng) + favour[id];
-        logits[end] = 50.0f;
-        const int32_t token = sampler->Sample(logits, {}, {});
-        if (token == end) {
-          ended = true;
-        } else {
-          text += bytes[token];
-        }
-      }
+      const auto [text, ended] = WriteRandomly(*sampler, bytes, end, seed);
       if (!ended) continue;
       ++finished;
       SCOPED_TRACE(text);
