@@ -15,8 +15,10 @@
 //   - an enum or const value, and a property name, is spelled as nlohmann::json dumps it
 //     (escapes only where JSON needs them), an integer with neither fraction nor exponent;
 //   - the alternatives of an anyOf (and of a type list) must differ in their first byte (at most
-//     one object, one array, one string or string enum, one number, ...): the automaton
-//     chooses by the first byte and never backtracks;
+//     one object, one array, one string, one number, ...): the automaton chooses by the first
+//     byte and never backtracks. Its enum and const alternatives (null and boolean too) count as
+//     one, the list of all their values (at most kMaxSchemaEnumValues), read byte by byte: two
+//     string values do not clash, a string value beside {"type": "string"} does;
 //   - containers nest at most kMaxSchemaDepth deep, which also bounds recursion; a property or
 //     an item that could not be finished within the bound is not begun;
 //   - whitespace between tokens as JsonByteState allows it (runs of at most 48 bytes).
@@ -124,7 +126,7 @@ class JsonSchema {
     // kLiterals: the values as JSON text; kObject: the property names as JSON strings.
     std::vector<std::string> literals;
     // kObject: each property's node; kArray: the items' node; kAnyOf: its alternatives, none of
-    // them an anyOf.
+    // them an anyOf and at most one kLiterals (the anyOf's literal alternatives merged).
     std::vector<int32_t> children;
     uint64_t required = 0;   // kObject: bit i, property i is required
     int32_t min_items = 0;   // kArray

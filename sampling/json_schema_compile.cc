@@ -77,6 +77,7 @@ class JsonSchemaCompiler {
       }
     }
     RETURN_IF_ERROR(Flatten());
+    RETURN_IF_ERROR(MergeLiterals());
     RETURN_IF_ERROR(Depths());
     RETURN_IF_ERROR(Disjoint());
     if (nodes_[0].kind != Kind::kObject) {
@@ -418,6 +419,46 @@ class JsonSchemaCompiler {
     return absl::OkStatus();
   }
 
+  // In each anyOf with two or more alternatives that are lists of values (enum, const, and the
+  // types null and boolean), those alternatives as one new list holding all their values, each
+  // once and in the order first seen, in the place of the first: two strings or two numbers
+  // begin with the same byte, which Disjoint refuses between alternatives, and the literal
+  // automaton tells values apart by all their bytes. The leaves stay as they are, since one may
+  // be used elsewhere (a definition, an anyOf inside another).
+  absl::Status MergeLiterals() {
+    const size_t before = nodes_.size();  // the merged nodes are not anyOf
+    for (size_t i = 0; i < before; ++i) {
+      if (nodes_[i].kind != Kind::kAnyOf) continue;
+      std::vector<int32_t> children;
+      std::vector<std::string> values;
+      size_t lists = 0, at = 0;
+      for (const int32_t leaf : nodes_[i].children) {
+        if (nodes_[leaf].kind != Kind::kLiterals) {
+          children.push_back(leaf);
+          continue;
+        }
+        if (lists++ == 0) at = children.size();
+        for (const std::string& v : nodes_[leaf].literals) {
+          if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+        }
+      }
+      if (lists < 2) continue;
+      if (values.size() > kMaxSchemaEnumValues) {
+        return Error(paths_[i], absl::StrCat("its enum and const alternatives have ", values.size(),
+                                             " different values together, more than the ",
+                                             kMaxSchemaEnumValues, " supported"));
+      }
+      // Allocate may move nodes_: no reference into it is held across the call.
+      ASSIGN_OR_RETURN(const int32_t merged,
+                       Allocate(absl::StrCat(paths_[i], " (its enum and const alternatives)")));
+      nodes_[merged].kind = Kind::kLiterals;
+      nodes_[merged].literals = std::move(values);
+      children.insert(children.begin() + static_cast<std::ptrdiff_t>(at), merged);
+      nodes_[i].children = std::move(children);
+    }
+    return absl::OkStatus();
+  }
+
   // The fewest containers an instance of each node needs (to a fixed point, as $ref may recurse);
   // a node with no finite instance is refused.
   absl::Status Depths() {
@@ -492,7 +533,8 @@ class JsonSchemaCompiler {
                                       " can both begin with '", std::string(1, c),
                                       "'; anyOf (or a list of types) is supported when its "
                                       "alternatives begin differently (one object, one array, "
-                                      "one string or string enum, one number...)"));
+                                      "one string, one number...; its enum and const "
+                                      "alternatives count as one, holding all their values)"));
           }
         }
       }

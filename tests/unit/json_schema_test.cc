@@ -210,6 +210,75 @@ TEST(JsonSchemaTest, RefusesWhatItDoesNotImplementByName) {
   EXPECT_FALSE(JsonSchema::Parse("{").ok());
 }
 
+// An anyOf's enum and const alternatives are one list of all their values (each once), which
+// the literal automaton tells apart byte by byte; what else begins like one of them is still
+// refused, naming both, and so are more values together than a list holds.
+TEST(JsonSchemaTest, MergesAnAnyOfsEnumAndConstAlternatives) {
+  const auto schema = JsonSchema::Parse(R"({"type": "object",
+      "properties": {"a": {"anyOf": [{"const": "x"}, {"$ref": "#/$defs/y"}, {"enum": ["x", 7]},
+                                     {"type": "object"}, {"const": 70}]},
+                     "b": {"$ref": "#/$defs/y"}},
+      "required": ["a"], "$defs": {"y": {"const": "y"}}})");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  auto accepts = [&](const JsonSchema& s, const std::string& text) {
+    const Progress run = Feed(s, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(accepts(**schema, R"({"a": "x"})"));
+  EXPECT_TRUE(accepts(**schema, R"({"a": "y", "b": "y"})"));
+  EXPECT_TRUE(accepts(**schema, R"({"a": 7})"));
+  EXPECT_TRUE(accepts(**schema, R"({"a": 70})"));
+  EXPECT_TRUE(accepts(**schema, R"({"a": {}})"));
+  EXPECT_FALSE(accepts(**schema, R"({"a": 700})"));
+  EXPECT_FALSE(accepts(**schema, R"({"a": "z"})"));
+  EXPECT_FALSE(accepts(**schema, R"({"a": "x", "b": "x"})"));  // the definition alone is "y"
+
+  const Refusal refusals[] = {
+      {R"({"type": "object", "properties": {"a": {"anyOf": [{"const": "a"}, {"type": "string"}]}}})",
+       "at #/properties/a: alternatives #/properties/a/anyOf/0 and #/properties/a/anyOf/1 can "
+       "both begin with '\"'"},
+      {R"({"type": "object", "properties": {"a": {"anyOf": [{"const": "a"}, {"enum": ["b"]},
+          {"type": "string"}]}}})",
+       "at #/properties/a: alternatives #/properties/a (its enum and const alternatives) and "
+       "#/properties/a/anyOf/2 can both begin with '\"'"},
+      {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}, {"const": 1},
+          {"const": 2}]}}})",
+       "at #/properties/a: alternatives #/properties/a/anyOf/0 and #/properties/a (its enum and "
+       "const alternatives) can both begin with '1'"},
+  };
+  for (const Refusal& r : refusals) {
+    SCOPED_TRACE(r.schema);
+    const auto refused = JsonSchema::Parse(r.schema);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(r.message), std::string::npos) << refused.status();
+  }
+
+  // Values v<first>..v<last> in each alternative: the count is of different values.
+  auto values = [](std::initializer_list<std::pair<int, int>> alternatives) {
+    ojson s = {{"type", "object"}, {"properties", {{"a", {{"anyOf", ojson::array()}}}}}};
+    for (const auto& [first, last] : alternatives) {
+      ojson e = ojson::array();
+      for (int i = first; i <= last; ++i) e.push_back(absl::StrCat("v", i));
+      s["properties"]["a"]["anyOf"].push_back({{"enum", e}});
+    }
+    return s;
+  };
+  const auto full = JsonSchema::Compile(values({{0, 39}, {24, 63}}));  // 64, 16 of them twice
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_TRUE(accepts(**full, R"({"a": "v0"})"));
+  EXPECT_TRUE(accepts(**full, R"({"a": "v30"})"));
+  EXPECT_TRUE(accepts(**full, R"({"a": "v63"})"));
+  EXPECT_FALSE(accepts(**full, R"({"a": "v64"})"));
+  const auto over = JsonSchema::Compile(values({{0, 39}, {24, 64}}));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("at #/properties/a: its enum and const alternatives "
+                                         "have 65 different values together, more than the 64"),
+            std::string::npos)
+      << over.status();
+}
+
 // The limits of the plain form: property order, a nesting bound that recursion respects, array
 // bounds, integers without fraction.
 TEST(JsonSchemaTest, WritesThePlainFormOnly) {
