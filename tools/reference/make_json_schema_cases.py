@@ -130,8 +130,29 @@ STRICT = {
                    "required": ["name", "role"], "additionalProperties": False},
     },
 }
+# anyOf alternatives of enum, const and null values, which the constraint merges into one list
+# of values: one repeated across alternatives, integers that are prefixes of each other in
+# different alternatives, a nested anyOf, a definition used inside an anyOf and alone.
+LITERAL_UNIONS = {
+    "type": "object",
+    "properties": {
+        "unit": {"anyOf": [{"const": "cm"}, {"const": "in"}, {"enum": ["m", "ft", "cm"]}]},
+        "size": {"anyOf": [{"enum": [1, 12]}, {"const": 123}, {"type": "null"}]},
+        "answer": {"anyOf": [{"anyOf": [{"const": True}, {"$ref": "#/$defs/yes"}]},
+                             {"const": False},
+                             {"type": "array", "maxItems": 2,
+                              "items": {"anyOf": [{"const": "a"}, {"enum": ["b", "a"]}]}}]},
+        "confirm": {"$ref": "#/$defs/yes"},
+    },
+    "required": ["unit", "size", "answer"],
+    "additionalProperties": False,
+    "$defs": {"yes": {"const": "yes"}},
+}
+# New schemas go last: the draws of one random generator run through them in order, so the
+# cases of the earlier ones stay as they are.
 SCHEMAS = {"person": PERSON, "enums": ENUMS, "arrays": ARRAYS, "any_of": ANY_OF, "tree": TREE,
-           "optional": OPTIONAL, "empty": EMPTY, "names": NAMES, "strict": STRICT}
+           "optional": OPTIONAL, "empty": EMPTY, "names": NAMES, "strict": STRICT,
+           "literal_unions": LITERAL_UNIONS}
 
 STRINGS = ["", "a", "hello world", "caf\u00e9", "\u4f60\u597d", "\U0001f916", "quote \" in",
            "back\\slash", "tab\tnewline\n", "\u0000 nul", "\u2028", "slash/"]
