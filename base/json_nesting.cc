@@ -1,5 +1,7 @@
 #include "base/json_nesting.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace ridge {
 
 bool JsonNestsDeeperThan(std::string_view text, int limit) {
@@ -33,6 +35,11 @@ bool JsonNestsDeeperThan(std::string_view text, int limit) {
     }
   }
   return false;
+}
+
+absl::Status CheckJsonNesting(std::string_view text, int limit, const char* what) {
+  if (!JsonNestsDeeperThan(text, limit)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " nests deeper than ", limit, " levels"));
 }
 
 }  // namespace ridge

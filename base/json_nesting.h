@@ -6,6 +6,8 @@
 
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace ridge {
 
 // The most containers ('[' and '{' outside strings) a JSON text from outside may have open at
@@ -16,5 +18,8 @@ inline constexpr int kMaxJsonInputNesting = 128;
 // True when `text` opens more than `limit` containers at once. Reads strings (and their escapes)
 // so that brackets inside them do not count; says nothing else about whether `text` is JSON.
 bool JsonNestsDeeperThan(std::string_view text, int limit);
+
+// InvalidArgument "<what> nests deeper than <limit> levels" when `text` does; OK otherwise.
+absl::Status CheckJsonNesting(std::string_view text, int limit, const char* what);
 
 }  // namespace ridge

@@ -567,10 +567,7 @@ absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::Parse(std::string_
         absl::StrCat("the schema text is longer than ", 4 * kMaxSchemaBytes, " bytes"));
   }
   // Dumping and copying a parsed value recurse once per level (base/json_nesting.h).
-  if (JsonNestsDeeperThan(text, kMaxSchemaNesting)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the schema nests deeper than ", kMaxSchemaNesting, " levels"));
-  }
+  RETURN_IF_ERROR(CheckJsonNesting(text, kMaxSchemaNesting, "the schema"));
   json schema;
   try {
     schema = json::parse(text);

@@ -119,10 +119,7 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                                const std::string& body) const {
   const auto arrival = std::chrono::steady_clock::now();
-  if (JsonNestsDeeperThan(body, kMaxJsonInputNesting)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request body nests deeper than ", kMaxJsonInputNesting, " levels"));
-  }
+  RETURN_IF_ERROR(CheckJsonNesting(body, kMaxJsonInputNesting, "the request body"));
   nlohmann::ordered_json parsed;
   try {
     parsed = nlohmann::ordered_json::parse(body);

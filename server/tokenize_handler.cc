@@ -12,10 +12,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 absl::StatusOr<json> ParseBody(const TokenizeContext& context, const std::string& body) {
-  if (JsonNestsDeeperThan(body, kMaxJsonInputNesting)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request body nests deeper than ", kMaxJsonInputNesting, " levels"));
-  }
+  RETURN_IF_ERROR(CheckJsonNesting(body, kMaxJsonInputNesting, "the request body"));
   const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError("the request body must be a JSON object");

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -89,13 +90,24 @@ absl::StatusOr<double> Prefill(ModelBackend& b, int64_t first, int64_t count, in
 // How a decode step picks its tokens (--picks).
 enum class Picks { kGreedy, kSampled, kHostRow, kHostAll };
 
+constexpr std::pair<const char*, Picks> kPickNames[] = {{"greedy", Picks::kGreedy},
+                                                        {"sampled", Picks::kSampled},
+                                                        {"host-row", Picks::kHostRow},
+                                                        {"host-all", Picks::kHostAll}};
+
 absl::StatusOr<Picks> ParsePicks(const std::string& name) {
-  if (name == "greedy") return Picks::kGreedy;
-  if (name == "sampled") return Picks::kSampled;
-  if (name == "host-row") return Picks::kHostRow;
-  if (name == "host-all") return Picks::kHostAll;
+  for (const auto& [known, mode] : kPickNames) {
+    if (name == known) return mode;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("--picks: unknown \"", name, "\" (greedy, sampled, host-row, host-all)"));
+}
+
+const char* PicksName(Picks mode) {
+  for (const auto& [name, known] : kPickNames) {
+    if (mode == known) return name;
+  }
+  return "";
 }
 
 // One step's picks: the greedy argmax, or token picks by samplers at temperature 0.8 (the first
@@ -120,25 +132,12 @@ absl::Status PickTokens(ModelBackend& b, Picks mode, std::span<const SlotChunk> 
   }
   std::vector<TokenPick> picks(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
-    picks[i] = {.sampler = samplers[i].get(), .uniform = samplers[i]->NextDrawUniform()};
+    picks[i].sampler = samplers[i].get();
+    picks[i].uniform = samplers[i]->NextDrawUniform();
   }
   std::vector<PickedToken> picked;
   return mode == Picks::kHostAll ? b.ModelBackend::ForwardSample(chunks, picks, &picked)
                                  : b.ForwardSample(chunks, picks, &picked);
-}
-
-const char* PicksName(Picks mode) {
-  switch (mode) {
-    case Picks::kGreedy:
-      return "greedy";
-    case Picks::kSampled:
-      return "sampled";
-    case Picks::kHostRow:
-      return "host-row";
-    case Picks::kHostAll:
-      return "host-all";
-  }
-  return "";
 }
 
 struct DecodeRun {
