@@ -15,10 +15,15 @@
 //   - an enum or const value, and a property name, is spelled as nlohmann::json dumps it
 //     (escapes only where JSON needs them), an integer with neither fraction nor exponent;
 //   - the alternatives of an anyOf (and of a type list) must differ in their first byte (at most
-//     one object, one array, one string, one number, ...): the automaton chooses by the first
-//     byte and never backtracks. Its enum and const alternatives (null and boolean too) count as
-//     one, the list of all their values (at most kMaxSchemaEnumValues), read byte by byte: two
-//     string values do not clash, a string value beside {"type": "string"} does;
+//     one array, one string, one number, ...): the automaton chooses by the first byte and never
+//     backtracks. Its enum and const alternatives (null and boolean too) count as one, the list
+//     of all their values (at most kMaxSchemaEnumValues), read byte by byte: two string values
+//     do not clash, a string value beside {"type": "string"} does. Its object alternatives (at
+//     most kMaxSchemaObjectAlternatives) count as one too, an object whose names and values
+//     narrow which of them it is: each writes its own properties in its own order, and a name
+//     two of them share must have the same schema in both (annotations aside) or be an enum or
+//     const in each (a discriminator, as in {"kind": {"const": "circle"}, ...}), whose value
+//     then chooses;
 //   - containers nest at most kMaxSchemaDepth deep, which also bounds recursion; a property or
 //     an item that could not be finished within the bound is not begun;
 //   - whitespace between tokens as JsonByteState allows it (runs of at most 48 bytes).
@@ -45,8 +50,9 @@ inline constexpr int kMaxSchemaNesting = 64;          // the schema document's o
 inline constexpr size_t kMaxSchemaNodes = 2048;
 inline constexpr size_t kMaxSchemaProperties = 64;  // per object
 inline constexpr size_t kMaxSchemaEnumValues = 64;
-inline constexpr int64_t kMaxSchemaItems = 256;         // minItems and maxItems
-inline constexpr size_t kMaxSchemaLiteralBytes = 1024;  // a property name or enum value as JSON
+inline constexpr size_t kMaxSchemaObjectAlternatives = 16;  // objects in one anyOf
+inline constexpr int64_t kMaxSchemaItems = 256;             // minItems and maxItems
+inline constexpr size_t kMaxSchemaLiteralBytes = 1024;      // a property name or enum value as JSON
 
 class JsonSchema;
 
@@ -81,17 +87,25 @@ class JsonSchemaState {
     kDone,     // the top-level object is complete
   };
   enum Phase : uint8_t { kFirst, kAfterComma, kAfterValue };
+  // Six bytes: the trie walk copies the state at every node it visits.
   struct Frame {
-    uint16_t node = 0;
-    uint8_t phase = kFirst;
-    uint16_t index = 0;  // object: the next property that may come; array: items so far
+    uint16_t node : 14 = 0;
+    uint16_t phase : 2 = kFirst;
+    // object: the next property that may come; array: items so far; object union: 1 + the last
+    // name read (as an index into the union's names), 0 before the first.
+    uint16_t index = 0;
+    uint16_t alive = 0;  // object union: bit a, alternative a can still be the one written
     bool operator==(const Frame&) const = default;
   };
+  static_assert(kMaxSchemaNodes <= (1u << 14), "a frame's node takes 14 bits");
 
   bool BetweenTokens(uint8_t c);
   bool BeginValue(int32_t node, uint8_t c);
   bool Begin(int32_t leaf, uint8_t c);
   bool ObjectByte(uint8_t c);
+  bool CanClose(const Frame& f) const;
+  uint64_t UnionNext(const Frame& f, int alternative) const;
+  void EndLiteral();
   bool ArrayByte(uint8_t c);
   bool KeyByte(uint8_t c);
   bool LiteralByte(uint8_t c);
@@ -119,18 +133,38 @@ class JsonSchema {
   // The schema as JSON text (object keys in the text's order).
   static absl::StatusOr<std::shared_ptr<const JsonSchema>> Parse(std::string_view text);
 
-  enum class Kind : uint8_t { kObject, kArray, kString, kNumber, kInteger, kLiterals, kAnyOf };
+  enum class Kind : uint8_t {
+    kObject,
+    kArray,
+    kString,
+    kNumber,
+    kInteger,
+    kLiterals,
+    kAnyOf,
+    kObjectUnion,
+  };
   struct Node {
     Kind kind = Kind::kAnyOf;
     int32_t min_depth = 0;  // containers an instance needs at least
     // kLiterals: the values as JSON text; kObject: the property names as JSON strings.
     std::vector<std::string> literals;
     // kObject: each property's node; kArray: the items' node; kAnyOf: its alternatives, none of
-    // them an anyOf and at most one kLiterals (the anyOf's literal alternatives merged).
+    // them an anyOf, at most one kLiterals (the anyOf's literal alternatives merged) and at most
+    // one object (a kObject, or its object alternatives merged into a kObjectUnion);
+    // kObjectUnion: those alternatives, kObject nodes.
     std::vector<int32_t> children;
     uint64_t required = 0;   // kObject: bit i, property i is required
     int32_t min_items = 0;   // kArray
     int32_t max_items = -1;  // kArray; -1 unbounded
+    // kObjectUnion: `literals` holds every name of its alternatives once; name_values[m] is the
+    // node of name m's value (one the alternatives with that name share, or a kLiterals of all
+    // their values, whose allowed_by says which alternatives allow each); alternative a's
+    // properties, in its order, are the names member_names[member_begin[a] .. member_begin[a+1]).
+    std::vector<int32_t> name_values;
+    std::vector<uint8_t> member_names;
+    std::vector<uint16_t> member_begin;
+    // kLiterals of a kObjectUnion's name: bit a of allowed_by[i], alternative a allows value i.
+    std::vector<uint16_t> allowed_by;
   };
   const Node& node(int32_t i) const { return nodes_[i]; }
   size_t nodes() const { return nodes_.size(); }

@@ -78,6 +78,7 @@ class JsonSchemaCompiler {
     }
     RETURN_IF_ERROR(Flatten());
     RETURN_IF_ERROR(MergeLiterals());
+    RETURN_IF_ERROR(MergeObjects());
     RETURN_IF_ERROR(Depths());
     RETURN_IF_ERROR(Disjoint());
     if (nodes_[0].kind != Kind::kObject) {
@@ -459,6 +460,143 @@ class JsonSchemaCompiler {
     return absl::OkStatus();
   }
 
+  // In each anyOf with two or more object alternatives, those alternatives as one kObjectUnion
+  // in the place of the first (see json_schema.h): every name of theirs once, each name's value
+  // node (the one they share, or the kLiterals of all their values with which alternatives allow
+  // each), and each alternative's names in its order.
+  absl::Status MergeObjects() {
+    const size_t before = nodes_.size();
+    for (size_t i = 0; i < before; ++i) {
+      if (nodes_[i].kind != Kind::kAnyOf) continue;
+      std::vector<int32_t> objects, children;
+      size_t at = 0;
+      for (const int32_t leaf : nodes_[i].children) {
+        if (nodes_[leaf].kind != Kind::kObject) {
+          children.push_back(leaf);
+          continue;
+        }
+        if (objects.empty()) at = children.size();
+        objects.push_back(leaf);
+      }
+      if (objects.size() < 2) continue;
+      if (objects.size() > kMaxSchemaObjectAlternatives) {
+        return Error(paths_[i], absl::StrCat("it has ", objects.size(),
+                                             " object alternatives, more "
+                                             "than the ",
+                                             kMaxSchemaObjectAlternatives, " supported"));
+      }
+      Node u;
+      u.kind = Kind::kObjectUnion;
+      u.children = objects;
+      std::vector<std::vector<size_t>> owners;  // per name: the alternatives that have it
+      for (size_t a = 0; a < objects.size(); ++a) {
+        u.member_begin.push_back(static_cast<uint16_t>(u.member_names.size()));
+        const Node& alternative = nodes_[objects[a]];
+        for (const std::string& name : alternative.literals) {
+          const auto it = std::find(u.literals.begin(), u.literals.end(), name);
+          const size_t m = static_cast<size_t>(it - u.literals.begin());
+          if (it == u.literals.end()) {
+            if (u.literals.size() == kMaxSchemaProperties) {
+              return Error(paths_[i], absl::StrCat("its object alternatives have more than ",
+                                                   kMaxSchemaProperties,
+                                                   " different property names together"));
+            }
+            u.literals.push_back(name);
+            owners.emplace_back();
+          }
+          owners[m].push_back(a);
+          u.member_names.push_back(static_cast<uint8_t>(m));
+        }
+      }
+      u.member_begin.push_back(static_cast<uint16_t>(u.member_names.size()));
+      for (size_t m = 0; m < u.literals.size(); ++m) {
+        ASSIGN_OR_RETURN(const int32_t value,
+                         NameValue(static_cast<int32_t>(i), objects, u.literals[m], owners[m]));
+        u.name_values.push_back(value);
+      }
+      // Allocate may move nodes_: no reference into it is held across the call.
+      ASSIGN_OR_RETURN(const int32_t merged,
+                       Allocate(absl::StrCat(paths_[i], " (its object alternatives)")));
+      nodes_[merged] = std::move(u);
+      children.insert(children.begin() + static_cast<std::ptrdiff_t>(at), merged);
+      nodes_[i].children = std::move(children);
+    }
+    return absl::OkStatus();
+  }
+
+  // The value node of property `name` in a union of the object alternatives `objects` of anyOf
+  // `any_of`, which `owners` (indices into `objects`) have.
+  absl::StatusOr<int32_t> NameValue(int32_t any_of, const std::vector<int32_t>& objects,
+                                    const std::string& name, const std::vector<size_t>& owners) {
+    std::vector<int32_t> values;
+    for (const size_t a : owners) {
+      const Node& o = nodes_[objects[a]];
+      const size_t k = static_cast<size_t>(std::find(o.literals.begin(), o.literals.end(), name) -
+                                           o.literals.begin());
+      values.push_back(o.children[k]);
+    }
+    size_t differing = 0;  // the first owner whose value differs from the first's
+    bool literals = true;
+    for (size_t j = 0; j < values.size(); ++j) {
+      std::set<std::pair<int32_t, int32_t>> assumed;
+      if (differing == 0 && !SameNode(values[0], values[j], &assumed)) differing = j;
+      literals = literals && nodes_[values[j]].kind == Kind::kLiterals;
+    }
+    if (differing == 0) return values[0];
+    if (!literals) {
+      return Error(paths_[any_of],
+                   absl::StrCat("its object alternatives ", paths_[objects[owners[0]]], " and ",
+                                paths_[objects[owners[differing]]], " give property ", name,
+                                " different schemas; objects in one anyOf are supported when a "
+                                "property they share has the same schema in each, or is an enum "
+                                "or const in each (whose value then tells them apart)"));
+    }
+    Node merged;
+    merged.kind = Kind::kLiterals;
+    for (size_t j = 0; j < owners.size(); ++j) {
+      for (const std::string& v : nodes_[values[j]].literals) {
+        auto it = std::find(merged.literals.begin(), merged.literals.end(), v);
+        if (it == merged.literals.end()) {
+          if (merged.literals.size() == kMaxSchemaEnumValues) {
+            return Error(paths_[any_of], absl::StrCat("property ", name,
+                                                      " of its object "
+                                                      "alternatives has more than ",
+                                                      kMaxSchemaEnumValues, " values together"));
+          }
+          merged.literals.push_back(v);
+          merged.allowed_by.push_back(0);
+          it = merged.literals.end() - 1;
+        }
+        merged.allowed_by[it - merged.literals.begin()] |= static_cast<uint16_t>(1u << owners[j]);
+      }
+    }
+    ASSIGN_OR_RETURN(const int32_t slot, Allocate(absl::StrCat(paths_[any_of], " (property ", name,
+                                                               " of its object alternatives)")));
+    nodes_[slot] = std::move(merged);
+    return slot;
+  }
+
+  // Whether nodes a and b take the same instances in the same form: equal but for annotations
+  // (pairs met again, through recursion, are assumed equal).
+  bool SameNode(int32_t a, int32_t b, std::set<std::pair<int32_t, int32_t>>* assumed) const {
+    if (a == b || !assumed->emplace(a, b).second) return true;
+    const Node &x = nodes_[a], &y = nodes_[b];
+    if (x.kind != y.kind || x.literals != y.literals || x.required != y.required ||
+        x.min_items != y.min_items || x.max_items != y.max_items ||
+        x.children.size() != y.children.size() || x.name_values.size() != y.name_values.size() ||
+        x.member_names != y.member_names || x.member_begin != y.member_begin ||
+        x.allowed_by != y.allowed_by) {
+      return false;
+    }
+    for (size_t k = 0; k < x.children.size(); ++k) {
+      if (!SameNode(x.children[k], y.children[k], assumed)) return false;
+    }
+    for (size_t k = 0; k < x.name_values.size(); ++k) {
+      if (!SameNode(x.name_values[k], y.name_values[k], assumed)) return false;
+    }
+    return true;
+  }
+
   // The fewest containers an instance of each node needs (to a fixed point, as $ref may recurse);
   // a node with no finite instance is refused.
   absl::Status Depths() {
@@ -479,6 +617,7 @@ class JsonSchemaCompiler {
                          kNoFiniteInstance);
             break;
           case Kind::kAnyOf:
+          case Kind::kObjectUnion:
             d = kNoFiniteInstance;
             for (int32_t c : n.children) d = std::min(d, nodes_[c].min_depth);
             break;
@@ -505,6 +644,7 @@ class JsonSchemaCompiler {
   std::set<uint8_t> FirstBytes(const Node& n) const {
     switch (n.kind) {
       case Kind::kObject:
+      case Kind::kObjectUnion:
         return {'{'};
       case Kind::kArray:
         return {'['};
@@ -532,9 +672,9 @@ class JsonSchemaCompiler {
                          absl::StrCat("alternatives ", paths_[it->second], " and ", paths_[leaf],
                                       " can both begin with '", std::string(1, c),
                                       "'; anyOf (or a list of types) is supported when its "
-                                      "alternatives begin differently (one object, one array, "
-                                      "one string, one number...; its enum and const "
-                                      "alternatives count as one, holding all their values)"));
+                                      "alternatives begin differently (one array, one string, "
+                                      "one number...; its enum and const alternatives count as "
+                                      "one, holding all their values, and so do its objects)"));
           }
         }
       }

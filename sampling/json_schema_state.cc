@@ -34,6 +34,17 @@ void Lengths(const std::vector<std::string>& literals, uint64_t candidates, size
   }
 }
 
+// Where alternative `a` of object union `u` is, the union's frame having read the name
+// index - 1 last (none when index is 0): the position after that name in its own properties.
+size_t UnionPosition(const JsonSchema::Node& u, int a, uint16_t index) {
+  const size_t begin = u.member_begin[a], end = u.member_begin[a + 1];
+  if (index == 0) return 0;
+  for (size_t k = begin; k < end; ++k) {
+    if (u.member_names[k] == index - 1) return k - begin + 1;
+  }
+  return end - begin;  // not one of its names: it is no longer alive
+}
+
 }  // namespace
 
 absl::Status JsonSchema::CheckSpelling(const JsonVocabulary& vocabulary) const {
@@ -46,7 +57,9 @@ absl::Status JsonSchema::CheckSpelling(const JsonVocabulary& vocabulary) const {
             "the schema's %s %s needs the byte 0x%02X, which no token of this tokenizer is "
             "alone, so the output could stall there (with this model, use ASCII in names and "
             "values)",
-            node.kind == Kind::kObject ? "property name" : "value", literal, byte));
+            node.kind == Kind::kObject || node.kind == Kind::kObjectUnion ? "property name"
+                                                                          : "value",
+            literal, byte));
       }
     }
   }
@@ -158,9 +171,25 @@ bool JsonSchemaState::Begin(int32_t leaf, uint8_t c) {
       mode_ = Mode::kNumber;
       number_ = JsonNumberLexer(c, n.kind == Kind::kInteger, /*bounded=*/true);
       return true;
+    case Kind::kObjectUnion: {
+      if (c != '{') return false;
+      Frame f{.node = static_cast<uint16_t>(leaf)};
+      for (size_t a = 0; a < n.children.size(); ++a) {
+        if (Fits(n.children[a])) f.alive |= static_cast<uint16_t>(1u << a);
+      }
+      frames_[depth_++] = f;
+      mode_ = Mode::kObject;
+      return true;
+    }
     case Kind::kLiterals: {
-      const uint64_t all =
+      uint64_t all =
           n.literals.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+      if (!n.allowed_by.empty()) {  // a union's name: only the values of its alive alternatives
+        const uint16_t alive = frames_[depth_ - 1].alive;
+        for (size_t i = 0; i < n.allowed_by.size(); ++i) {
+          if ((n.allowed_by[i] & alive) == 0) all &= ~(uint64_t{1} << i);
+        }
+      }
       const uint64_t first = Match(n.literals, all, 0, c);
       if (first == 0) return false;
       mode_ = Mode::kLiteral;
@@ -169,7 +198,7 @@ bool JsonSchemaState::Begin(int32_t leaf, uint8_t c) {
       offset_ = 1;
       bool whole, longer;
       Lengths(n.literals, candidates_, offset_, &whole, &longer);
-      if (whole && !longer) EndValue();
+      if (whole && !longer) EndLiteral();
       return true;
     }
     case Kind::kAnyOf:
@@ -182,6 +211,12 @@ uint64_t JsonSchemaState::KeyCandidates() const {
   const Frame& f = frames_[depth_ - 1];
   const JsonSchema::Node& n = schema_->node(f.node);
   uint64_t candidates = 0;
+  if (n.kind == Kind::kObjectUnion) {
+    for (uint32_t rest = f.alive; rest != 0; rest &= rest - 1) {
+      candidates |= UnionNext(f, std::countr_zero(rest));
+    }
+    return candidates;
+  }
   for (size_t i = f.index; i < n.children.size(); ++i) {
     if (Fits(n.children[i])) candidates |= uint64_t{1} << i;
     if ((n.required >> i) & 1u) break;  // a required property cannot be skipped
@@ -189,12 +224,33 @@ uint64_t JsonSchemaState::KeyCandidates() const {
   return candidates;
 }
 
+uint64_t JsonSchemaState::UnionNext(const Frame& f, int a) const {
+  const JsonSchema::Node& u = schema_->node(f.node);
+  const JsonSchema::Node& alternative = schema_->node(u.children[a]);
+  uint64_t next = 0;
+  const size_t begin = u.member_begin[a], count = u.member_begin[a + 1] - begin;
+  for (size_t k = UnionPosition(u, a, f.index); k < count; ++k) {
+    if (Fits(alternative.children[k])) next |= uint64_t{1} << u.member_names[begin + k];
+    if ((alternative.required >> k) & 1u) break;
+  }
+  return next;
+}
+
+bool JsonSchemaState::CanClose(const Frame& f) const {
+  const JsonSchema::Node& n = schema_->node(f.node);
+  if (n.kind != Kind::kObjectUnion) return (f.index >= 64 ? 0 : n.required >> f.index) == 0;
+  for (uint32_t rest = f.alive; rest != 0; rest &= rest - 1) {
+    const int a = std::countr_zero(rest);
+    const size_t at = UnionPosition(n, a, f.index);
+    if ((at >= 64 ? 0 : schema_->node(n.children[a]).required >> at) == 0) return true;
+  }
+  return false;
+}
+
 bool JsonSchemaState::ObjectByte(uint8_t c) {
   Frame& f = frames_[depth_ - 1];
-  const JsonSchema::Node& n = schema_->node(f.node);
   if (c == '}') {
-    const uint64_t rest = f.index >= 64 ? 0 : n.required >> f.index;
-    if (f.phase == kAfterComma || rest != 0) return false;
+    if (f.phase == kAfterComma || !CanClose(f)) return false;
     --depth_;
     EndValue();
     return true;
@@ -222,8 +278,18 @@ bool JsonSchemaState::KeyByte(uint8_t c) {
   Lengths(n.literals, candidates_, offset_, &whole, &longer);
   if (whole) {  // a name's closing quote: no other name goes on from here
     const int i = std::countr_zero(candidates_);
+    if (n.kind == Kind::kObjectUnion) {
+      uint16_t alive = 0;  // the alternatives that may write this name here
+      for (uint32_t rest = f.alive; rest != 0; rest &= rest - 1) {
+        const int a = std::countr_zero(rest);
+        if ((UnionNext(f, a) >> i) & 1u) alive |= static_cast<uint16_t>(1u << a);
+      }
+      f.alive = alive;
+      value_ = static_cast<uint16_t>(n.name_values[i]);
+    } else {
+      value_ = static_cast<uint16_t>(n.children[i]);
+    }
     f.index = static_cast<uint16_t>(i + 1);
-    value_ = static_cast<uint16_t>(n.children[i]);
     mode_ = Mode::kColon;
   }
   return true;
@@ -237,14 +303,27 @@ bool JsonSchemaState::LiteralByte(uint8_t c) {
     // A number (12 among 1, 12 and 123) ends when the next byte goes on with none.
     Lengths(n.literals, candidates_, offset_, &whole, &longer);
     if (!whole) return false;
-    EndValue();
+    EndLiteral();
     return BetweenTokens(c);
   }
   candidates_ = next;
   ++offset_;
   Lengths(n.literals, candidates_, offset_, &whole, &longer);
-  if (whole && !longer) EndValue();
+  if (whole && !longer) EndLiteral();
   return true;
+}
+
+// The value of node value_ read whole (offset_ bytes, among candidates_): as EndValue, and the
+// value of a union's name keeps alive only the alternatives that allow it.
+void JsonSchemaState::EndLiteral() {
+  const JsonSchema::Node& n = schema_->node(value_);
+  if (!n.allowed_by.empty()) {
+    for (uint64_t rest = candidates_; rest != 0; rest &= rest - 1) {
+      const int i = std::countr_zero(rest);
+      if (n.literals[i].size() == offset_) frames_[depth_ - 1].alive &= n.allowed_by[i];
+    }
+  }
+  EndValue();
 }
 
 bool JsonSchemaState::ArrayByte(uint8_t c) {

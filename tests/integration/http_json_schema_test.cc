@@ -1,9 +1,10 @@
 // response_format json_schema end to end on the real binary: every choice that ends (finish_reason
 // "stop") parses and has the schema's shape, checked field by field here (keys in the schema's
 // order, each value's type, the enum); chat and completions, unary and streamed. The same
-// requests without the constraint have no such output. A schema keyword not implemented is a 400
-// naming it. (The random model spends many tokens on whitespace between tokens, up to the 48 bytes
-// a run may have, and the tiny tokenizer writes one byte a token: hence 1000 tokens.)
+// requests without the constraint have no such output. An anyOf of objects gives one of them,
+// whole. A schema keyword not implemented is a 400 naming it. (The random model spends many tokens
+// on whitespace between tokens, up to the 48 bytes a run may have, and the tiny tokenizer writes
+// one byte a token: hence 1000 tokens.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -51,6 +52,37 @@ bool HasTheShape(const std::string& text) {
   return true;
 }
 
+// Two kinds of pet, told apart by the value of "kind", which both write first.
+const char* const kPetSchema = R"({
+  "type": "object",
+  "properties": {"pet": {"anyOf": [
+    {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+     "required": ["kind", "lives"], "additionalProperties": false},
+    {"type": "object", "properties": {"kind": {"const": "dog"}, "wags": {"type": "boolean"}},
+     "required": ["kind", "wags"], "additionalProperties": false}]}},
+  "required": ["pet"],
+  "additionalProperties": false
+})";
+
+// What `text` is as an instance of kPetSchema written as the constraint writes it: "cat",
+// "dog", or "" when it is not one.
+std::string PetKind(const std::string& text) {
+  const auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!v.is_object() || v.size() != 1 || !v.contains("pet") || !v.at("pet").is_object()) return "";
+  const auto& pet = v.at("pet");
+  std::vector<std::string> keys;
+  for (const auto& [key, unused] : pet.items()) keys.push_back(key);
+  if (keys == std::vector<std::string>{"kind", "lives"} && pet.at("kind") == "cat" &&
+      pet.at("lives").is_number_integer()) {
+    return "cat";
+  }
+  if (keys == std::vector<std::string>{"kind", "wags"} && pet.at("kind") == "dog" &&
+      pet.at("wags").is_boolean()) {
+    return "dog";
+  }
+  return "";
+}
+
 class HttpJsonSchemaTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -79,14 +111,14 @@ class HttpJsonSchemaTest : public ::testing::Test {
     client_->set_read_timeout(60, 0);
   }
 
-  static json Body(const std::string& path, bool stream, bool constrained) {
+  // Constrained to `schema` unless it is null.
+  static json Body(const std::string& path, bool stream, const char* schema) {
     json body = {
         {"max_tokens", 1000}, {"temperature", 1.0}, {"seed", 11}, {"n", 4}, {"stream", stream}};
-    if (constrained) {
+    if (schema != nullptr) {
       body["response_format"] = {
           {"type", "json_schema"},
-          {"json_schema",
-           {{"name", "person"}, {"strict", true}, {"schema", json::parse(kSchema)}}}};
+          {"json_schema", {{"name", "shape"}, {"strict", true}, {"schema", json::parse(schema)}}}};
     }
     if (path == "/v1/completions") {
       body["prompt"] = "A person as JSON:";
@@ -105,12 +137,12 @@ TEST_F(HttpJsonSchemaTest, EveryFinishedChoiceHasTheSchemasShape) {
   for (const bool stream : {false, true}) {
     for (const std::string path : {"/v1/chat/completions", "/v1/completions"}) {
       SCOPED_TRACE(path + (stream ? " streamed" : ""));
-      const auto free = testing::PostForChoices(*client_, path, Body(path, stream, false));
+      const auto free = testing::PostForChoices(*client_, path, Body(path, stream, nullptr));
       ASSERT_EQ(free.status, 200) << free.raw;
       for (const auto& [i, text] : free.texts) EXPECT_FALSE(HasTheShape(text)) << text;
 
       const auto [status, raw, texts, finish] =
-          testing::PostForChoices(*client_, path, Body(path, stream, true));
+          testing::PostForChoices(*client_, path, Body(path, stream, kSchema));
       ASSERT_EQ(status, 200) << raw;
       ASSERT_EQ(finish.size(), 4u);
       int instances = 0;
@@ -124,8 +156,30 @@ TEST_F(HttpJsonSchemaTest, EveryFinishedChoiceHasTheSchemasShape) {
   }
 }
 
+// The choice between the objects is the discriminator's value: a logit bias on its first byte
+// ('c' or 'd', tokens 3 + the byte) picks the kind, and what follows is that kind's.
+TEST_F(HttpJsonSchemaTest, AnAnyOfOfObjectsGivesOneOfThemWhole) {
+  for (const std::string kind : {"cat", "dog"}) {
+    for (const std::string path : {"/v1/chat/completions", "/v1/completions"}) {
+      SCOPED_TRACE(path + " " + kind);
+      json body = Body(path, false, kPetSchema);
+      body["logit_bias"] = {{std::to_string(3 + kind[0]), 100}};
+      const auto [status, raw, texts, finish] = testing::PostForChoices(*client_, path, body);
+      ASSERT_EQ(status, 200) << raw;
+      ASSERT_EQ(finish.size(), 4u);
+      int instances = 0;
+      for (const auto& [i, reason] : finish) {
+        if (reason != "stop") continue;
+        EXPECT_EQ(PetKind(texts.at(i)), kind) << texts.at(i);
+        ++instances;
+      }
+      EXPECT_GE(instances, 2);
+    }
+  }
+}
+
 TEST_F(HttpJsonSchemaTest, AKeywordNotImplementedIsRefusedByName) {
-  json body = Body("/v1/completions", false, true);
+  json body = Body("/v1/completions", false, kSchema);
   body["response_format"]["json_schema"]["schema"]["properties"]["age"]["minimum"] = 0;
   const auto r = testing::PostJson(*client_, "/v1/completions", body);
   ASSERT_EQ(r.status, 400) << r.body;

@@ -148,11 +148,41 @@ LITERAL_UNIONS = {
     "additionalProperties": False,
     "$defs": {"yes": {"const": "yes"}},
 }
+# anyOf alternatives that are objects, which the constraint reads as one object whose names and
+# values narrow which alternative it is: a "kind" const or enum in each (a value shared by two of
+# them), a property two share with the same schema (descriptions aside), one whose first name
+# is not the discriminator, optional properties, one nested in an array and beside null.
+OBJECT_UNIONS = {
+    "type": "object",
+    "properties": {
+        "shape": {"anyOf": [
+            {"type": "object",
+             "properties": {"kind": {"const": "circle"}, "id": {"type": "integer"},
+                            "radius": {"type": "number"}},
+             "required": ["kind", "radius"], "additionalProperties": False},
+            {"type": "object",
+             "properties": {"kind": {"const": "rect"},
+                            "id": {"type": "integer", "description": "the rectangle's"},
+                            "width": {"type": "number"}, "height": {"type": "number"}},
+             "required": ["kind", "width", "height"], "additionalProperties": False},
+            {"type": "object",
+             "properties": {"label": {"type": "string"}, "kind": {"enum": ["note", "rect"]}},
+             "required": ["kind"], "additionalProperties": False},
+            {"type": "null"}]},
+        "events": {"type": "array", "maxItems": 3, "items": {"anyOf": [
+            {"type": "object", "properties": {"at": {"type": "integer"}, "up": {"const": True}},
+             "required": ["at", "up"], "additionalProperties": False},
+            {"type": "object", "properties": {"at": {"type": "integer"}, "down": {"const": True}},
+             "required": ["at", "down"], "additionalProperties": False}]}},
+    },
+    "required": ["shape"],
+    "additionalProperties": False,
+}
 # New schemas go last: the draws of one random generator run through them in order, so the
 # cases of the earlier ones stay as they are.
 SCHEMAS = {"person": PERSON, "enums": ENUMS, "arrays": ARRAYS, "any_of": ANY_OF, "tree": TREE,
            "optional": OPTIONAL, "empty": EMPTY, "names": NAMES, "strict": STRICT,
-           "literal_unions": LITERAL_UNIONS}
+           "literal_unions": LITERAL_UNIONS, "object_unions": OBJECT_UNIONS}
 
 STRINGS = ["", "a", "hello world", "caf\u00e9", "\u4f60\u597d", "\U0001f916", "quote \" in",
            "back\\slash", "tab\tnewline\n", "\u0000 nul", "\u2028", "slash/"]
@@ -274,6 +304,31 @@ def byte_edit(rng, data):
     return data[:i]
 
 
+def literal_swaps(value, literals):
+    """Copies of `value` with one string among `literals` replaced by another of them."""
+    out = []
+
+    def visit(v, path):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                visit(x, path + [k])
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                visit(x, path + [i])
+        elif isinstance(v, str) and v in literals:
+            for other in literals:
+                if other == v:
+                    continue
+                copy = json.loads(json.dumps(value))
+                spot = copy
+                for step in path[:-1]:
+                    spot = spot[step]
+                spot[path[-1]] = other
+                out.append(copy)
+    visit(value, [])
+    return out
+
+
 def refuse_constant(name):
     raise ValueError(name)
 
@@ -311,6 +366,12 @@ def main():
                     else byte_edit(rng, good[k]))
             if not valid(validator, data) and data not in bad:
                 bad.append(data)
+        if name == "object_unions":  # each discriminator value in another's place
+            for value in values:
+                for other in literal_swaps(value, ["circle", "rect", "note"]):
+                    data = json.dumps(other).encode("utf-8")
+                    if not valid(validator, data) and data not in bad:
+                        bad.append(data)
         out.append({"name": name, "schema": schema, "valid": [d.hex() for d in good],
                     "invalid": [d.hex() for d in bad]})
     json.dump({"generator": "tools/reference/make_json_schema_cases.py",
