@@ -5,9 +5,13 @@
 // what OpenAI's strict structured outputs use: "type" (object, array, string, number, integer,
 // boolean, null, or a list of them), "properties", "required", "additionalProperties" (false;
 // absent counts as false), "items", "minItems"/"maxItems", "enum" and "const" (strings, integers,
-// booleans, null), "anyOf", "$defs"/"definitions" with local "$ref" (recursion included);
-// "description", "title", "default", "examples" and "$schema" are ignored. The top level is an
-// object.
+// booleans, null), "anyOf", "$defs"/"definitions" with local "$ref" (recursion included), and
+// "oneOf" where its alternatives are exclusive by construction: they begin differently, their
+// enum and const values differ, and its objects have a discriminator (a property each requires,
+// an enum or const whose every value is one alternative's; Pydantic's "discriminator" beside it
+// is ignored), so that every output matches exactly one; "description", "title", "default",
+// "examples", "$comment" and "$schema" are ignored. The top level is an object.
+// (json_schema_compiler.h: how.)
 //
 // The output it allows is a subset of the schema's instances, written in a plain form:
 //   - an object's properties come in the schema's order; the required ones all, the others
@@ -156,6 +160,7 @@ class JsonSchema {
     uint64_t required = 0;   // kObject: bit i, property i is required
     int32_t min_items = 0;   // kArray
     int32_t max_items = -1;  // kArray; -1 unbounded
+    bool one_of = false;     // kAnyOf: a "oneOf" (its alternatives proven exclusive)
     // kObjectUnion: `literals` holds every name of its alternatives once; name_values[m] is the
     // node of name m's value (one the alternatives with that name share, or a kLiterals of all
     // their values, whose allowed_by says which alternatives allow each); alternative a's

@@ -178,11 +178,34 @@ OBJECT_UNIONS = {
     "required": ["shape"],
     "additionalProperties": False,
 }
+# oneOf, whose instances match exactly one alternative: objects told apart by a required "kind"
+# (not the first property of one of them) with values of their own, beside Pydantic's
+# "discriminator" annotation; enum, const, null and integer alternatives with no value in common.
+ONE_OF = {
+    "type": "object",
+    "properties": {
+        "pet": {"oneOf": [{"$ref": "#/$defs/cat"}, {"$ref": "#/$defs/dog"}],
+                "discriminator": {"propertyName": "kind"}},
+        "size": {"oneOf": [{"enum": ["s", "m"]}, {"const": "l"}, {"type": "null"},
+                           {"type": "integer"}]},
+    },
+    "required": ["pet", "size"],
+    "additionalProperties": False,
+    "$defs": {
+        "cat": {"type": "object",
+                "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                "required": ["kind"], "additionalProperties": False},
+        "dog": {"type": "object",
+                "properties": {"name": {"type": "string"}, "kind": {"enum": ["dog", "puppy"]},
+                               "lives": {"type": "integer"}},
+                "required": ["kind"], "additionalProperties": False},
+    },
+}
 # New schemas go last: the draws of one random generator run through them in order, so the
 # cases of the earlier ones stay as they are.
 SCHEMAS = {"person": PERSON, "enums": ENUMS, "arrays": ARRAYS, "any_of": ANY_OF, "tree": TREE,
            "optional": OPTIONAL, "empty": EMPTY, "names": NAMES, "strict": STRICT,
-           "literal_unions": LITERAL_UNIONS, "object_unions": OBJECT_UNIONS}
+           "literal_unions": LITERAL_UNIONS, "object_unions": OBJECT_UNIONS, "one_of": ONE_OF}
 
 STRINGS = ["", "a", "hello world", "caf\u00e9", "\u4f60\u597d", "\U0001f916", "quote \" in",
            "back\\slash", "tab\tnewline\n", "\u0000 nul", "\u2028", "slash/"]
@@ -205,8 +228,8 @@ def types_of(schema):
 
 def instance(rng, root, schema, depth):
     schema = resolve(root, schema)
-    if "anyOf" in schema:
-        options = schema["anyOf"]
+    if "anyOf" in schema or "oneOf" in schema:
+        options = schema.get("anyOf") or schema["oneOf"]
         if depth > 3:  # prefer what ends
             options = [o for o in options if "object" not in json.dumps(o)] or options
         return instance(rng, root, rng.choice(options), depth)
@@ -366,9 +389,10 @@ def main():
                     else byte_edit(rng, good[k]))
             if not valid(validator, data) and data not in bad:
                 bad.append(data)
-        if name == "object_unions":  # each discriminator value in another's place
+        swaps = {"object_unions": ["circle", "rect", "note"], "one_of": ["cat", "dog", "puppy"]}
+        if name in swaps:  # each discriminator value in another's place
             for value in values:
-                for other in literal_swaps(value, ["circle", "rect", "note"]):
+                for other in literal_swaps(value, swaps[name]):
                     data = json.dumps(other).encode("utf-8")
                     if not valid(validator, data) and data not in bad:
                         bad.append(data)
