@@ -361,6 +361,8 @@ TEST_F(HttpTransportTest, RefusalsKeepTheConnectionAndReadTheBody) {
 TEST_F(HttpTransportTest, ThousandsOfStreamsWithoutAThreadEach) {
   HttpTransportOptions options;
   options.worker_threads = 4;
+  // The bound on a closed client's socket when libmicrohttpd misses its end (below).
+  options.idle_timeout_seconds = 3;
   StartTransport(options);
   const int threads_before = ThreadsOfThisProcess();
   // Two descriptors a stream here (client and server); Start raised the soft limit to the hard.
@@ -398,11 +400,23 @@ TEST_F(HttpTransportTest, ThousandsOfStreamsWithoutAThreadEach) {
     close(fd);
   }
   EXPECT_EQ(done, kStreams);
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (transport_->open_connections() > 0 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(transport_->open_connections(), 0);
+  // libmicrohttpd 0.9.75 (Debian 12) in epoll mode can miss a client's end on a keep-alive
+  // connection (upstream's 08f933a6, in 1.0.0, "immediately notice when other side closes the
+  // socket, instead of waiting for timeout"); CI once saw 512 of 2000 still open after 5 s. Such a
+  // socket is closed at the idle time-out, which this asserts: no closed client's socket outlives
+  // it. How many outlived the quick close is printed for the log.
+  const auto WaitForNoConnections = [&](std::chrono::seconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (transport_->open_connections() > 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return transport_->open_connections();
+  };
+  const int64_t lingering = WaitForNoConnections(std::chrono::seconds(2));
+  if (lingering > 0)
+    std::fprintf(stderr, "%lld closed clients' sockets lingered past 2 s\n",
+                 static_cast<long long>(lingering));
+  EXPECT_EQ(WaitForNoConnections(std::chrono::seconds(options.idle_timeout_seconds + 5)), 0);
 }
 
 TEST_F(HttpTransportTest, PendingRepliesAreWokenFromAnyThread) {
