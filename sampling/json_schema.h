@@ -6,11 +6,11 @@
 // boolean, null, or a list of them), "properties", "required", "additionalProperties" (false;
 // absent counts as false), "items", "minItems"/"maxItems", "enum" and "const" (strings, integers,
 // booleans, null), "anyOf", "$defs"/"definitions" with local "$ref" (recursion included), and
-// "oneOf" where its alternatives are exclusive by construction: they begin differently, their
-// enum and const values differ, and its objects have a discriminator (a property each requires,
-// an enum or const whose every value is one alternative's; Pydantic's "discriminator" beside it
-// is ignored), so that every output matches exactly one; "description", "title", "default",
-// "examples", "$comment" and "$schema" are ignored. The top level is an object.
+// "oneOf" where its alternatives are exclusive by construction, each two of them: they begin
+// differently, their enum and const values differ, or they are objects that both require a
+// property that is an enum or const in each with no value in common (Pydantic's "discriminator"
+// beside it is ignored), so that every output matches exactly one; "description", "title",
+// "default", "examples", "$comment" and "$schema" are ignored. The top level is an object.
 // (json_schema_compiler.h: how.)
 //
 // The output it allows is a subset of the schema's instances, written in a plain form:

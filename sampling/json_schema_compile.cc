@@ -71,10 +71,10 @@ absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchemaCompiler::Run() {
       RETURN_IF_ERROR(Ref(absl::StrCat("#/", defs, "/", PointerToken(name)), 1).status());
     }
   }
+  RETURN_IF_ERROR(CheckOneOf());
   RETURN_IF_ERROR(Flatten());
   RETURN_IF_ERROR(MergeLiterals());
   RETURN_IF_ERROR(MergeObjects());
-  RETURN_IF_ERROR(CheckOneOf());
   RETURN_IF_ERROR(Depths());
   RETURN_IF_ERROR(Disjoint());
   if (nodes_[0].kind != Kind::kObject) {

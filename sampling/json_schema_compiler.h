@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -65,7 +66,11 @@ class JsonSchemaCompiler {
 
   absl::Status FillLiterals(int32_t slot, const json& s, const std::string& path);
 
-  // Each anyOf's alternatives as nodes that are not anyOf (nested ones and $ref chains opened).
+  // The nodes that are not anyOf that `node` is, or opens to (nested anyOf and oneOf and $ref
+  // chains opened), each once, in order.
+  std::vector<int32_t> Leaves(int32_t node) const;
+
+  // Each anyOf's alternatives as nodes that are not anyOf (its Leaves).
   absl::Status Flatten();
 
   // In each anyOf with two or more alternatives that are lists of values (enum, const, and the
@@ -92,12 +97,23 @@ class JsonSchemaCompiler {
   bool SameNode(int32_t a, int32_t b, std::set<std::pair<int32_t, int32_t>>* assumed) const;
 
   // A oneOf's instance must match exactly one alternative, and the automaton writes an instance
-  // of one: that it matches no other holds when they begin differently (Disjoint), their enum
-  // and const values differ (MergeLiterals) and its objects have a discriminator: a property
-  // each of them requires, an enum or const whose every value is one alternative's.
+  // of one. Run before Flatten, on the alternatives as written: each leaf of one (see Leaves)
+  // must exclude each leaf of every other (Overlap says how they may not), so that a nested
+  // oneOf or anyOf is one alternative (its own leaves may overlap; a nested oneOf's are checked
+  // on its own node).
   absl::Status CheckOneOf();
 
-  bool HasDiscriminator(const Node& u) const;
+  // Empty when no instance matches both leaves a and b, which holds when they begin
+  // differently, are enum or const lists with no value in common, or are objects told apart by
+  // a discriminator (Discriminated); otherwise how an instance may match both.
+  std::string Overlap(int32_t a, int32_t b) const;
+
+  // Whether objects x and y both require a property that is an enum or const in each (through
+  // anyOf too), with no value in common.
+  bool Discriminated(const Node& x, const Node& y) const;
+
+  // The values of a node that is enum or const lists only (through anyOf), or none.
+  std::optional<std::set<std::string>> LiteralValues(int32_t node) const;
 
   // The fewest containers an instance of each node needs (to a fixed point, as $ref may recurse);
   // a node with no finite instance is refused.

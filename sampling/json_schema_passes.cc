@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -12,26 +13,34 @@ namespace ridge {
 namespace {
 
 constexpr int32_t kNoFiniteInstance = 1 << 20;
+// A oneOf's leaves (nested alternatives included) CheckOneOf compares two by two. No more can
+// compile: Disjoint leaves one string, number, array, 16 objects and 64 enum or const values.
+constexpr size_t kMaxOneOfLeaves = 128;
 
 }  // namespace
 
 using Kind = JsonSchema::Kind;
 
+std::vector<int32_t> JsonSchemaCompiler::Leaves(int32_t node) const {
+  std::vector<int32_t> leaves, stack = {node};
+  std::set<int32_t> seen;
+  while (!stack.empty()) {
+    const int32_t n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (nodes_[n].kind != Kind::kAnyOf) {
+      leaves.push_back(n);
+      continue;
+    }
+    stack.insert(stack.end(), nodes_[n].children.rbegin(), nodes_[n].children.rend());
+  }
+  return leaves;
+}
+
 absl::Status JsonSchemaCompiler::Flatten() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].kind != Kind::kAnyOf) continue;
-    std::vector<int32_t> leaves, stack(nodes_[i].children.rbegin(), nodes_[i].children.rend());
-    std::set<int32_t> seen = {static_cast<int32_t>(i)};
-    while (!stack.empty()) {
-      const int32_t n = stack.back();
-      stack.pop_back();
-      if (!seen.insert(n).second) continue;
-      if (nodes_[n].kind != Kind::kAnyOf) {
-        leaves.push_back(n);
-        continue;
-      }
-      stack.insert(stack.end(), nodes_[n].children.rbegin(), nodes_[n].children.rend());
-    }
+    std::vector<int32_t> leaves = Leaves(static_cast<int32_t>(i));
     if (leaves.empty()) return Error(paths_[i], "refers only to itself: it has no instance");
     flat_[static_cast<int32_t>(i)] = std::move(leaves);
   }
@@ -45,7 +54,6 @@ absl::Status JsonSchemaCompiler::MergeLiterals() {
     if (nodes_[i].kind != Kind::kAnyOf) continue;
     std::vector<int32_t> children;
     std::vector<std::string> values;
-    std::vector<int32_t> owner;  // the leaf each value came from
     size_t lists = 0, at = 0;
     for (const int32_t leaf : nodes_[i].children) {
       if (nodes_[leaf].kind != Kind::kLiterals) {
@@ -54,16 +62,7 @@ absl::Status JsonSchemaCompiler::MergeLiterals() {
       }
       if (lists++ == 0) at = children.size();
       for (const std::string& v : nodes_[leaf].literals) {
-        const auto it = std::find(values.begin(), values.end(), v);
-        if (it == values.end()) {
-          values.push_back(v);
-          owner.push_back(leaf);
-        } else if (nodes_[i].one_of && owner[it - values.begin()] != leaf) {
-          return Error(paths_[i],
-                       absl::StrCat("its alternatives ", paths_[owner[it - values.begin()]],
-                                    " and ", paths_[leaf], " both take ", v,
-                                    "; a oneOf's instance must match exactly one"));
-        }
+        if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
       }
     }
     if (lists < 2) continue;
@@ -84,6 +83,9 @@ absl::Status JsonSchemaCompiler::MergeLiterals() {
 }
 
 absl::Status JsonSchemaCompiler::MergeObjects() {
+  // Each anyOf's new children, set once all are merged: NameValue compares property values as
+  // read (an anyOf among them merged already would differ from its twin not merged yet).
+  std::vector<std::pair<size_t, std::vector<int32_t>>> merged_children;
   const size_t before = nodes_.size();
   for (size_t i = 0; i < before; ++i) {
     if (nodes_[i].kind != Kind::kAnyOf) continue;
@@ -138,8 +140,9 @@ absl::Status JsonSchemaCompiler::MergeObjects() {
                      Allocate(absl::StrCat(paths_[i], " (its object alternatives)")));
     nodes_[merged] = std::move(u);
     children.insert(children.begin() + static_cast<std::ptrdiff_t>(at), merged);
-    nodes_[i].children = std::move(children);
+    merged_children.emplace_back(i, std::move(children));
   }
+  for (auto& [i, children] : merged_children) nodes_[i].children = std::move(children);
   return absl::OkStatus();
 }
 
@@ -218,38 +221,79 @@ bool JsonSchemaCompiler::SameNode(int32_t a, int32_t b,
 absl::Status JsonSchemaCompiler::CheckOneOf() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].kind != Kind::kAnyOf || !nodes_[i].one_of) continue;
-    for (const int32_t child : nodes_[i].children) {
-      if (nodes_[child].kind != Kind::kObjectUnion || HasDiscriminator(nodes_[child])) continue;
-      return Error(paths_[i],
-                   "its object alternatives have no property that tells them apart (one each "
-                   "of them requires, an enum or const whose values are each one "
-                   "alternative's), so an instance could match two, which a oneOf refuses");
+    if (const size_t all = Leaves(static_cast<int32_t>(i)).size(); all > kMaxOneOfLeaves) {
+      return Error(paths_[i], absl::StrCat("it opens to ", all,
+                                           " alternatives (nested ones included), more than the ",
+                                           kMaxOneOfLeaves, " supported"));
+    }
+    const std::vector<int32_t>& alternatives = nodes_[i].children;
+    std::vector<std::vector<int32_t>> leaves;
+    for (const int32_t a : alternatives) leaves.push_back(Leaves(a));
+    for (size_t p = 0; p < alternatives.size(); ++p) {
+      for (size_t q = p + 1; q < alternatives.size(); ++q) {
+        for (const int32_t a : leaves[p]) {
+          for (const int32_t b : leaves[q]) {
+            const std::string overlap = Overlap(a, b);
+            if (overlap.empty()) continue;
+            return Error(paths_[i], absl::StrCat("its alternatives ", paths_[i], "/oneOf/", p,
+                                                 " and ", paths_[i], "/oneOf/", q, " ", overlap,
+                                                 "; a oneOf's instance must match exactly one"));
+          }
+        }
+      }
     }
   }
   return absl::OkStatus();
 }
 
-bool JsonSchemaCompiler::HasDiscriminator(const Node& u) const {
-  for (size_t m = 0; m < u.literals.size(); ++m) {
-    const Node& values = nodes_[u.name_values[m]];
-    if (values.allowed_by.empty()) continue;  // one schema for all: it tells none apart
-    bool own_values = true;
-    for (const uint16_t alternatives : values.allowed_by) {
-      own_values = own_values && std::popcount(alternatives) == 1;
-    }
-    bool required_by_all = true;
-    for (size_t a = 0; a + 1 < u.member_begin.size(); ++a) {
-      bool required = false;
-      for (size_t k = u.member_begin[a]; k < u.member_begin[a + 1]; ++k) {
-        const size_t position = k - u.member_begin[a];
-        required = required ||
-                   (u.member_names[k] == m && ((nodes_[u.children[a]].required >> position) & 1u));
+std::string JsonSchemaCompiler::Overlap(int32_t a, int32_t b) const {
+  if (a == b) return absl::StrCat("both take every instance of ", paths_[a]);
+  const Node &x = nodes_[a], &y = nodes_[b];
+  if (x.kind == Kind::kLiterals && y.kind == Kind::kLiterals) {
+    for (const std::string& v : x.literals) {
+      if (std::find(y.literals.begin(), y.literals.end(), v) != y.literals.end()) {
+        return absl::StrCat("both take ", v);
       }
-      required_by_all = required_by_all && required;
     }
-    if (own_values && required_by_all) return true;
+    return "";
+  }
+  if (x.kind == Kind::kObject && y.kind == Kind::kObject) {
+    if (Discriminated(x, y)) return "";
+    return absl::StrCat("are objects (", paths_[a], " and ", paths_[b],
+                        ") with no property that tells them apart: one both require, an enum or "
+                        "const in each with no value in common");
+  }
+  const std::set<uint8_t> first = FirstBytes(x);
+  for (const uint8_t c : FirstBytes(y)) {
+    if (first.contains(c)) return absl::StrCat("can both begin with '", std::string(1, c), "'");
+  }
+  return "";
+}
+
+bool JsonSchemaCompiler::Discriminated(const Node& x, const Node& y) const {
+  for (size_t k = 0; k < x.literals.size(); ++k) {
+    const auto it = std::find(y.literals.begin(), y.literals.end(), x.literals[k]);
+    if (it == y.literals.end()) continue;
+    const size_t m = static_cast<size_t>(it - y.literals.begin());
+    if (((x.required >> k) & 1u) == 0 || ((y.required >> m) & 1u) == 0) continue;
+    const std::optional<std::set<std::string>> mine = LiteralValues(x.children[k]);
+    const std::optional<std::set<std::string>> theirs = LiteralValues(y.children[m]);
+    if (!mine || !theirs) continue;
+    if (std::none_of(mine->begin(), mine->end(),
+                     [&](const std::string& v) { return theirs->contains(v); })) {
+      return true;
+    }
   }
   return false;
+}
+
+std::optional<std::set<std::string>> JsonSchemaCompiler::LiteralValues(int32_t node) const {
+  std::set<std::string> values;
+  for (const int32_t leaf : Leaves(node)) {
+    if (nodes_[leaf].kind != Kind::kLiterals) return std::nullopt;
+    values.insert(nodes_[leaf].literals.begin(), nodes_[leaf].literals.end());
+  }
+  return values;
 }
 
 absl::Status JsonSchemaCompiler::Depths() {

@@ -106,7 +106,7 @@ TEST(JsonSchemaTest, EveryStateCanGoOnUntilComplete) {
       EXPECT_TRUE(state.complete()) << absl::CEscape(text);
     }
   }
-  EXPECT_EQ(walks, 260);
+  EXPECT_EQ(walks, 280);
 }
 
 struct Refusal {
@@ -133,7 +133,24 @@ TEST(JsonSchemaTest, RefusesWhatItDoesNotImplementByName) {
           {"type": "object", "properties": {"k": {"const": 1}, "x": {"type": "string"}},
            "required": ["x"]},
           {"type": "object", "properties": {"k": {"const": 2}}, "required": ["k"]}]}}})",
-       "at #/properties/a: its object alternatives have no property that tells them apart"},
+       "at #/properties/a: its alternatives #/properties/a/oneOf/0 and #/properties/a/oneOf/1 "
+       "are objects (#/properties/a/oneOf/0 and #/properties/a/oneOf/1) with no property that "
+       "tells them apart"},
+      // The same alternative twice, and one again inside another's anyOf: every instance of it
+      // matches two.
+      {R"({"type": "object", "properties": {"v": {"oneOf": [{"$ref": "#/$defs/A"},
+          {"$ref": "#/$defs/A"}]}}, "$defs": {"A": {"type": "object",
+          "properties": {"k": {"const": "a"}}, "required": ["k"]}}})",
+       "its alternatives #/properties/v/oneOf/0 and #/properties/v/oneOf/1 both take every "
+       "instance of #/$defs/A"},
+      {R"({"type": "object", "properties": {"v": {"oneOf": [{"$ref": "#/$defs/S"},
+          {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/S"}]}]}},
+          "$defs": {"S": {"type": "string"}}})",
+       "both take every instance of #/$defs/S"},
+      {R"({"type": "object", "properties": {"v": {"oneOf": [{"type": "string"},
+          {"enum": ["a", 1]}]}}})",
+       "its alternatives #/properties/v/oneOf/0 and #/properties/v/oneOf/1 can both begin with "
+       "'\"'"},
       {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}],
           "oneOf": [{"type": "string"}]}}})",
        "\"anyOf\" beside \"oneOf\" is not supported"},
@@ -227,6 +244,14 @@ TEST(JsonSchemaTest, RefusesWhatItDoesNotImplementByName) {
   }
   EXPECT_NE(JsonSchema::Compile(wide).status().message().find("more than 64 properties"),
             std::string::npos);
+  // A oneOf's alternatives are compared two by two: past what could compile, refused first.
+  ojson choices = ojson::array();
+  for (int i = 0; i < 129; ++i) choices.push_back({{"const", i}});
+  const ojson one_of = {{"type", "object"}, {"properties", {{"a", {{"oneOf", choices}}}}}};
+  EXPECT_NE(JsonSchema::Compile(one_of).status().message().find(
+                "opens to 129 alternatives (nested ones included), more than the 128"),
+            std::string::npos)
+      << JsonSchema::Compile(one_of).status();
   EXPECT_FALSE(JsonSchema::Parse("{").ok());
 }
 
@@ -266,6 +291,53 @@ TEST(JsonSchemaTest, ReadsAnAnyOfsObjectsAsOneObject) {
                                                                   // has no id
   EXPECT_FALSE(accepts(R"({"s": {"r": 2, "kind": "circle"}})"));  // the first's order
   EXPECT_FALSE(accepts(R"({"s": {}})"));
+}
+
+// A oneOf is proven exclusive on its alternatives as written, so a nested discriminated union
+// (Pydantic's: two cats told apart by "color" inside a oneOf with a dog, all three with
+// "pet_type") is one; and two properties that are the same recursive anyOf (a tree whose nodes
+// are of two kinds) have the same schema, however the compiler meets them.
+TEST(JsonSchemaTest, ReadsNestedAndRecursiveUnions) {
+  const auto pets = JsonSchema::Parse(R"({"type": "object", "properties": {"pet": {"oneOf": [
+      {"oneOf": [{"$ref": "#/$defs/BlackCat"}, {"$ref": "#/$defs/WhiteCat"}],
+       "discriminator": {"propertyName": "color"}}, {"$ref": "#/$defs/Dog"}],
+      "discriminator": {"propertyName": "pet_type"}}}, "required": ["pet"],
+      "$defs": {
+        "BlackCat": {"type": "object", "properties": {"pet_type": {"const": "cat"},
+          "color": {"const": "black"}, "black_name": {"type": "string"}},
+          "required": ["pet_type", "color", "black_name"]},
+        "WhiteCat": {"type": "object", "properties": {"pet_type": {"const": "cat"},
+          "color": {"const": "white"}, "white_name": {"type": "string"}},
+          "required": ["pet_type", "color", "white_name"]},
+        "Dog": {"type": "object", "properties": {"pet_type": {"const": "dog"},
+          "name": {"type": "string"}}, "required": ["pet_type", "name"]}}})");
+  ASSERT_TRUE(pets.ok()) << pets.status();
+  auto accepts = [](const JsonSchema& s, const std::string& text) {
+    const Progress run = Feed(s, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(
+      accepts(**pets, R"({"pet": {"pet_type": "cat", "color": "black", "black_name": "x"}})"));
+  EXPECT_TRUE(
+      accepts(**pets, R"({"pet": {"pet_type": "cat", "color": "white", "white_name": "y"}})"));
+  EXPECT_TRUE(accepts(**pets, R"({"pet": {"pet_type": "dog", "name": "z"}})"));
+  EXPECT_FALSE(
+      accepts(**pets, R"({"pet": {"pet_type": "cat", "color": "black", "white_name": "x"}})"));
+  EXPECT_FALSE(accepts(**pets, R"({"pet": {"pet_type": "dog", "color": "black"}})"));
+
+  const auto tree = JsonSchema::Parse(R"({"type": "object",
+      "properties": {"root": {"$ref": "#/$defs/A"}}, "required": ["root"],
+      "$defs": {
+        "A": {"type": "object", "properties": {"kind": {"const": "a"},
+          "next": {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]}},
+          "required": ["kind"]},
+        "B": {"type": "object", "properties": {"kind": {"const": "b"},
+          "next": {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]}},
+          "required": ["kind"]}}})");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_TRUE(
+      accepts(**tree, R"({"root": {"kind": "a", "next": {"kind": "b", "next": {"kind": "a"}}}})"));
+  EXPECT_FALSE(accepts(**tree, R"({"root": {"kind": "a", "next": {"kind": "c"}}})"));
 }
 
 // An anyOf's enum and const alternatives are one list of all their values (each once), which

@@ -201,11 +201,48 @@ ONE_OF = {
                 "required": ["kind"], "additionalProperties": False},
     },
 }
+# A oneOf inside a oneOf (Pydantic's nested discriminated union: two cats told apart by "color"
+# inside a oneOf with a dog, all three by "pet_type"), and a recursive anyOf of two object kinds
+# that both have it as a property.
+NESTED_UNIONS = {
+    "type": "object",
+    "properties": {
+        "pet": {"oneOf": [{"oneOf": [{"$ref": "#/$defs/black"}, {"$ref": "#/$defs/white"}],
+                           "discriminator": {"propertyName": "color"}},
+                          {"$ref": "#/$defs/dog"}],
+                "discriminator": {"propertyName": "pet_type"}},
+        "chain": {"$ref": "#/$defs/a"},
+    },
+    "required": ["pet", "chain"],
+    "additionalProperties": False,
+    "$defs": {
+        "black": {"type": "object",
+                  "properties": {"pet_type": {"const": "cat"}, "color": {"const": "black"},
+                                 "name": {"type": "string"}},
+                  "required": ["pet_type", "color"], "additionalProperties": False},
+        "white": {"type": "object",
+                  "properties": {"pet_type": {"const": "cat"}, "color": {"const": "white"},
+                                 "lives": {"type": "integer"}},
+                  "required": ["pet_type", "color"], "additionalProperties": False},
+        "dog": {"type": "object",
+                "properties": {"pet_type": {"const": "dog"}, "name": {"type": "string"}},
+                "required": ["pet_type", "name"], "additionalProperties": False},
+        "a": {"type": "object",
+              "properties": {"kind": {"const": "a"},
+                             "next": {"anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]}},
+              "required": ["kind"], "additionalProperties": False},
+        "b": {"type": "object",
+              "properties": {"kind": {"const": "b"}, "n": {"type": "integer"},
+                             "next": {"anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]}},
+              "required": ["kind"], "additionalProperties": False},
+    },
+}
 # New schemas go last: the draws of one random generator run through them in order, so the
 # cases of the earlier ones stay as they are.
 SCHEMAS = {"person": PERSON, "enums": ENUMS, "arrays": ARRAYS, "any_of": ANY_OF, "tree": TREE,
            "optional": OPTIONAL, "empty": EMPTY, "names": NAMES, "strict": STRICT,
-           "literal_unions": LITERAL_UNIONS, "object_unions": OBJECT_UNIONS, "one_of": ONE_OF}
+           "literal_unions": LITERAL_UNIONS, "object_unions": OBJECT_UNIONS, "one_of": ONE_OF,
+           "nested_unions": NESTED_UNIONS}
 
 STRINGS = ["", "a", "hello world", "caf\u00e9", "\u4f60\u597d", "\U0001f916", "quote \" in",
            "back\\slash", "tab\tnewline\n", "\u0000 nul", "\u2028", "slash/"]
@@ -389,9 +426,11 @@ def main():
                     else byte_edit(rng, good[k]))
             if not valid(validator, data) and data not in bad:
                 bad.append(data)
-        swaps = {"object_unions": ["circle", "rect", "note"], "one_of": ["cat", "dog", "puppy"]}
+        swaps = {"object_unions": ["circle", "rect", "note"], "one_of": ["cat", "dog", "puppy"],
+                 "nested_unions": ["cat", "dog", "black", "white", "a", "b"]}
         if name in swaps:  # each discriminator value in another's place
-            for value in values:
+            # (nested_unions has six values in up to five places: a dozen instances suffice)
+            for value in values[:12] if name == "nested_unions" else values:
                 for other in literal_swaps(value, swaps[name]):
                     data = json.dumps(other).encode("utf-8")
                     if not valid(validator, data) and data not in bad:
