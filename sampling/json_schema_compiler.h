@@ -92,8 +92,12 @@ class JsonSchemaCompiler {
   absl::StatusOr<int32_t> NameValue(int32_t any_of, const std::vector<int32_t>& objects,
                                     const std::string& name, const std::vector<size_t>& owners);
 
-  // Whether nodes a and b take the same instances in the same form: equal but for annotations
-  // (pairs met again, through recursion, are assumed equal).
+  // The list of values a node is (an enum or const, or an anyOf of them, after MergeLiterals),
+  // or null when it is not one.
+  const Node* ListOf(int32_t node) const;
+
+  // Whether nodes a and b take the same instances in the same form: equal but for annotations,
+  // anyOf or oneOf alike (pairs met again, through recursion, are assumed equal).
   bool SameNode(int32_t a, int32_t b, std::set<std::pair<int32_t, int32_t>>* assumed) const;
 
   // A oneOf's instance must match exactly one alternative, and the automaton writes an instance

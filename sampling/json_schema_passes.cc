@@ -162,7 +162,7 @@ absl::StatusOr<int32_t> JsonSchemaCompiler::NameValue(int32_t any_of,
   for (size_t j = 0; j < values.size(); ++j) {
     std::set<std::pair<int32_t, int32_t>> assumed;
     if (differing == 0 && !SameNode(values[0], values[j], &assumed)) differing = j;
-    literals = literals && nodes_[values[j]].kind == Kind::kLiterals;
+    literals = literals && ListOf(values[j]) != nullptr;
   }
   if (differing == 0) return values[0];
   if (!literals) {
@@ -176,7 +176,7 @@ absl::StatusOr<int32_t> JsonSchemaCompiler::NameValue(int32_t any_of,
   Node merged;
   merged.kind = Kind::kLiterals;
   for (size_t j = 0; j < owners.size(); ++j) {
-    for (const std::string& v : nodes_[values[j]].literals) {
+    for (const std::string& v : ListOf(values[j])->literals) {
       auto it = std::find(merged.literals.begin(), merged.literals.end(), v);
       if (it == merged.literals.end()) {
         if (merged.literals.size() == kMaxSchemaEnumValues) {
@@ -198,12 +198,19 @@ absl::StatusOr<int32_t> JsonSchemaCompiler::NameValue(int32_t any_of,
   return slot;
 }
 
+const JsonSchema::Node* JsonSchemaCompiler::ListOf(int32_t node) const {
+  const Node* n = &nodes_[node];
+  // An anyOf of enum, const, null and boolean only: one list since MergeLiterals.
+  if (n->kind == Kind::kAnyOf && n->children.size() == 1) n = &nodes_[n->children[0]];
+  return n->kind == Kind::kLiterals ? n : nullptr;
+}
+
 bool JsonSchemaCompiler::SameNode(int32_t a, int32_t b,
                                   std::set<std::pair<int32_t, int32_t>>* assumed) const {
   if (a == b || !assumed->emplace(a, b).second) return true;
   const Node &x = nodes_[a], &y = nodes_[b];
-  if (x.kind != y.kind || x.one_of != y.one_of || x.literals != y.literals ||
-      x.required != y.required || x.min_items != y.min_items || x.max_items != y.max_items ||
+  if (x.kind != y.kind || x.literals != y.literals || x.required != y.required ||
+      x.min_items != y.min_items || x.max_items != y.max_items ||
       x.children.size() != y.children.size() || x.name_values.size() != y.name_values.size() ||
       x.member_names != y.member_names || x.member_begin != y.member_begin ||
       x.allowed_by != y.allowed_by) {

@@ -291,6 +291,22 @@ TEST(JsonSchemaTest, ReadsAnAnyOfsObjectsAsOneObject) {
                                                                   // has no id
   EXPECT_FALSE(accepts(R"({"s": {"r": 2, "kind": "circle"}})"));  // the first's order
   EXPECT_FALSE(accepts(R"({"s": {}})"));
+
+  // A discriminator written as an anyOf of consts is a list of values too.
+  const auto listed = JsonSchema::Parse(R"({"type": "object", "properties": {"s": {"anyOf": [
+      {"type": "object", "properties": {"kind": {"anyOf": [{"const": "a"}, {"const": "b"}]},
+       "x": {"type": "integer"}}, "required": ["kind", "x"]},
+      {"type": "object", "properties": {"kind": {"const": "c"}, "y": {"type": "boolean"}},
+       "required": ["kind", "y"]}]}}, "required": ["s"]})");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  auto listed_accepts = [&](const std::string& text) {
+    const Progress run = Feed(**listed, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(listed_accepts(R"({"s": {"kind": "b", "x": 1}})"));
+  EXPECT_TRUE(listed_accepts(R"({"s": {"kind": "c", "y": true}})"));
+  EXPECT_FALSE(listed_accepts(R"({"s": {"kind": "c", "x": 1}})"));
+  EXPECT_FALSE(listed_accepts(R"({"s": {"kind": "a", "y": true}})"));
 }
 
 // A oneOf is proven exclusive on its alternatives as written, so a nested discriminated union
