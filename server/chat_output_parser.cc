@@ -100,6 +100,13 @@ void ChatOutputParser::AddContent(std::string_view text, bool final, ChatDelta* 
     return;
   }
   tool_buffer_.append(text);
+  if (forced_call()) {
+    if (!final) return;
+    out->tool_calls.push_back({NewToolCallId(), options_.forced_function, std::move(tool_buffer_)});
+    tool_buffer_.clear();
+    ++tool_calls_emitted_;
+    return;
+  }
   while (true) {
     if (tool_state_ == ToolState::kText) {
       const size_t open = tool_buffer_.find(kCallOpen);

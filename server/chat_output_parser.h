@@ -11,7 +11,8 @@
 // Tool calls: each complete block whose JSON is an object with a string "name" becomes a call
 // (arguments: the object or string given, as JSON text); a block that is not valid JSON is
 // returned as plain content, tags included, never an error. Whitespace-only text between and
-// after calls is dropped.
+// after calls is dropped. With a forced function (a named tool_choice, whose output is
+// constrained to its arguments) the whole content is one call's arguments, as vLLM gives them.
 #pragma once
 
 #include <string>
@@ -38,6 +39,9 @@ class ChatOutputParser {
   struct Options {
     bool reasoning = false;   // --reasoning-parser qwen3
     bool tool_calls = false;  // the request has tools and tool_choice is not "none"
+    // A named tool_choice: the content is that function's arguments (the output was constrained
+    // to them), one call given whole at the end.
+    std::string forced_function = {};
   };
   explicit ChatOutputParser(Options options) : options_(options) {}
 
@@ -45,6 +49,7 @@ class ChatOutputParser {
   ChatDelta Finish();  // releases held-back text at the end of generation
 
   int tool_calls_emitted() const { return tool_calls_emitted_; }
+  bool forced_call() const { return !options_.forced_function.empty(); }
 
  private:
   enum class ReasoningState { kUndecided, kReasoning, kContent };
@@ -58,7 +63,7 @@ class ChatOutputParser {
   ReasoningState reasoning_state_ = ReasoningState::kUndecided;
   std::string reasoning_buffer_;  // undecided start, or a possible "</think>" prefix
   ToolState tool_state_ = ToolState::kText;
-  std::string tool_buffer_;  // a possible "<tool_call>" prefix, or a call's body so far
+  std::string tool_buffer_;  // a possible "<tool_call>" prefix, a call's body, forced arguments
   int tool_calls_emitted_ = 0;
 };
 

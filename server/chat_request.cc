@@ -218,8 +218,8 @@ absl::Status ReadToolChoice(const json& body, ChatFields* out) {
     }
     if (mode == "required") {
       return FieldError("tool_choice",
-                        "\"required\" is not supported (it needs constrained decoding); use "
-                        "\"auto\", \"none\" or a named function");
+                        "\"required\" is not supported; use \"auto\", \"none\" or a named "
+                        "function (whose arguments the output is then constrained to)");
     }
     return FieldError("tool_choice", absl::StrCat("must be \"auto\", \"none\" or {\"type\": "
                                                   "\"function\", \"function\": {\"name\"}}, got ",

@@ -50,6 +50,9 @@ std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
   ChatOutputParser::Options o;
   o.reasoning = !options.reasoning_parser.empty();
   o.tool_calls = api.chat.has_tools && api.chat.tool_choice.mode != ToolChoice::Mode::kNone;
+  if (api.chat.tool_choice.mode == ToolChoice::Mode::kNamed) {
+    o.forced_function = api.chat.tool_choice.function;
+  }
   if (!o.reasoning && !o.tool_calls) return std::nullopt;
   return ChatOutputParser(o);
 }
@@ -156,11 +159,15 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
     }
   }
   p.engine.sampling = p.api.sampling;
-  if (p.api.json_object || p.api.json_schema != nullptr) {
+  if (p.api.json_object || p.api.json_schema != nullptr || p.api.tool_arguments != nullptr) {
     auto vocabulary = json_vocabulary_.Get();
-    if (!vocabulary.ok()) return WithParam(vocabulary.status(), "response_format");
+    if (!vocabulary.ok()) {
+      return WithParam(vocabulary.status(),
+                       p.api.tool_arguments != nullptr ? "tool_choice" : "response_format");
+    }
     p.engine.sampling.json_output = *std::move(vocabulary);
-    p.engine.sampling.json_schema = p.api.json_schema;
+    p.engine.sampling.json_schema =
+        p.api.tool_arguments != nullptr ? p.api.tool_arguments : p.api.json_schema;
   }
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   p.engine.cache_salt = p.api.cache_salt;

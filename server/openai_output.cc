@@ -23,11 +23,13 @@ void AppendChat(ChatDelta& all, ChatDelta delta) {
   for (ParsedToolCall& call : delta.tool_calls) all.tool_calls.push_back(std::move(call));
 }
 
-// "stop" becomes "tool_calls" when the model called tools, as OpenAI reports it.
+// "stop" becomes "tool_calls" when the model chose to call tools, as OpenAI reports it (a call
+// a named tool_choice forced stays "stop", as OpenAI and vLLM report that).
 std::string FinishReasonWithTools(const Choice& choice) {
   const std::string& reason = choice.collector.finish_reason();
-  return reason == "stop" && choice.parser && choice.parser->tool_calls_emitted() > 0 ? "tool_calls"
-                                                                                      : reason;
+  const bool chose =
+      choice.parser && !choice.parser->forced_call() && choice.parser->tool_calls_emitted() > 0;
+  return reason == "stop" && chose ? "tool_calls" : reason;
 }
 
 }  // namespace

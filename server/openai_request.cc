@@ -372,6 +372,30 @@ absl::Status ReadResponseFormat(const json& body, OpenAiRequest* out) {
   return absl::OkStatus();
 }
 
+// A named tool_choice constrains the output to its function's arguments: the parameters schema
+// compiled (one that is absent or {} takes no arguments: "{}").
+absl::Status ReadToolArguments(OpenAiRequest* out) {
+  if (out->chat.tool_choice.mode != ToolChoice::Mode::kNamed) return absl::OkStatus();
+  const std::string& name = out->chat.tool_choice.function;
+  for (const json& tool : out->chat.render.tools) {
+    const json& function = tool.at("function");
+    if (function.at("name") != name) continue;
+    const json* parameters = Field(function, "parameters");
+    const json none = {{"type", "object"}};
+    auto compiled =
+        JsonSchema::Compile(parameters == nullptr || parameters->empty() ? none : *parameters);
+    if (!compiled.ok()) {
+      return FieldError(
+          "tool_choice",
+          absl::StrCat("names '", name, "', whose parameters cannot constrain its arguments: ",
+                       compiled.status().message()));
+    }
+    out->tool_arguments = *std::move(compiled);
+    return absl::OkStatus();
+  }
+  return FieldError("tool_choice", absl::StrCat("names '", name, "', not among the tools"));
+}
+
 absl::Status ReadStreaming(const json& body, OpenAiRequest* out) {
   RETURN_IF_ERROR(ReadBool(body, "stream", &out->stream));
   const json* options = Field(body, "stream_options");
@@ -447,6 +471,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   }
   RETURN_IF_ERROR(ReadUnsupported(body, limits, &out));
   RETURN_IF_ERROR(ReadResponseFormat(body, &out));
+  RETURN_IF_ERROR(ReadToolArguments(&out));
   RETURN_IF_ERROR(ReadSampling(body, limits, &out));
   RETURN_IF_ERROR(ReadStop(body, limits, &out));
   RETURN_IF_ERROR(ReadLogprobs(body, limits, &out));

@@ -62,6 +62,9 @@ struct OpenAiRequest {
   bool json_object = false;  // response_format {"type": "json_object"}: the output is one object
   // response_format {"type": "json_schema"}: the output is one instance of this schema.
   std::shared_ptr<const JsonSchema> json_schema;
+  // A named tool_choice: the output is the arguments of a call to that function, one instance of
+  // its parameters (an object without properties when it has none).
+  std::shared_ptr<const JsonSchema> tool_arguments;
 };
 
 // Object keys keep the client's order (tools and arguments reach the template as sent).

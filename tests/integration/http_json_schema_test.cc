@@ -2,7 +2,8 @@
 // "stop") parses and has the schema's shape, checked field by field here (keys in the schema's
 // order, each value's type, the enum); chat and completions, unary and streamed. The same
 // requests without the constraint have no such output. An anyOf of objects gives one of them,
-// whole. A schema keyword not implemented is a 400 naming it. (The random model spends many tokens
+// whole. A named tool_choice gives that function's arguments, of its parameters' shape. A schema
+// keyword not implemented is a 400 naming it. (The random model spends many tokens
 // on whitespace between tokens, up to the 48 bytes a run may have, and the tiny tokenizer writes
 // one byte a token: hence 1000 tokens.)
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <map>
 
 #include "tests/integration/http_choices.h"
 #include "tests/integration/server_process.h"
@@ -175,6 +177,53 @@ TEST_F(HttpJsonSchemaTest, AnAnyOfOfObjectsGivesOneOfThemWhole) {
       }
       EXPECT_GE(instances, 2);
     }
+  }
+}
+
+// A named tool_choice constrains the output to its function's parameters: every finished choice
+// is one call to it whose arguments have the schema's shape (unary and streamed).
+TEST_F(HttpJsonSchemaTest, ANamedToolChoiceWritesTheFunctionsArguments) {
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "unary");
+    json body = Body("/v1/chat/completions", stream, nullptr);
+    body["tools"] = {{{"type", "function"},
+                      {"function", {{"name", "record"}, {"parameters", json::parse(kSchema)}}}}};
+    body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "record"}}}};
+    std::map<int, json> calls;  // by choice: its tool calls
+    std::map<int, std::string> finish;
+    if (stream) {
+      const auto s = testing::PostStream(*client_, "/v1/chat/completions", body);
+      ASSERT_EQ(s.status, 200) << s.raw;
+      for (const json& chunk : s.chunks) {
+        for (const json& c : chunk.value("choices", json::array())) {
+          const json delta = c.value("delta", json::object());
+          for (const json& call : delta.value("tool_calls", json::array())) {
+            calls[c.at("index")].push_back(call);
+          }
+          if (c.value("finish_reason", json()).is_string())
+            finish[c.at("index")] = c["finish_reason"];
+        }
+      }
+    } else {
+      const auto r = testing::PostJson(*client_, "/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      for (const json& c : r.body.at("choices")) {
+        EXPECT_TRUE(c["message"]["content"].is_null()) << c;
+        calls[c.at("index")] = c["message"].value("tool_calls", json::array());
+        finish[c.at("index")] = c.at("finish_reason");
+      }
+    }
+    ASSERT_EQ(finish.size(), 4u);
+    int instances = 0;
+    for (const auto& [i, reason] : finish) {
+      ASSERT_EQ(calls[i].size(), 1u) << calls[i];
+      EXPECT_EQ(calls[i][0]["function"]["name"], "record");
+      if (reason != "stop") continue;
+      const std::string arguments = calls[i][0]["function"]["arguments"];
+      EXPECT_TRUE(HasTheShape(arguments)) << arguments;
+      ++instances;
+    }
+    EXPECT_GE(instances, 2);
   }
 }
 

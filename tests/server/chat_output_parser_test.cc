@@ -106,5 +106,25 @@ TEST(ChatOutputParserTest, MalformedCallsStayContent) {
   ExpectSplitInvariant(tools, bad + " tail");
 }
 
+// A named tool_choice: the output was constrained to the function's arguments, which become one
+// call, given whole at the end (nothing before: a piece could still be cut short).
+TEST(ChatOutputParserTest, AForcedFunctionTakesTheWholeContent) {
+  const ChatOutputParser::Options forced{
+      .reasoning = true, .tool_calls = true, .forced_function = "get_weather"};
+  ChatOutputParser parser(forced);
+  EXPECT_TRUE(parser.Add("{\"city\": ").empty());
+  EXPECT_TRUE(parser.Add("\"Paris\"}").empty());
+  const ChatDelta d = parser.Finish();
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(d.tool_calls[0].id.substr(0, 14), "chatcmpl-tool-");
+  EXPECT_TRUE(parser.forced_call());
+  EXPECT_EQ(parser.tool_calls_emitted(), 1);
+  // Text that looks like a Hermes block is still the arguments.
+  ExpectSplitInvariant(forced, "{\"a\": \"<tool_call>\"}");
+}
+
 }  // namespace
 }  // namespace ridge

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "sampling/json_schema.h"
 #include "server/http_server.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/http_test_client.h"
@@ -120,6 +121,58 @@ TEST_F(HttpChatTest, ToolsRenderAndToolCallsComeBackParsed) {
   EXPECT_EQ(calls[0]["index"], 0);
   EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\": \"Paris\"}");
   EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// A named tool_choice: the output is constrained to the function's parameters (the engine gets
+// them as its JSON schema) and comes back as that call, finish_reason "stop" as OpenAI gives it.
+TEST_F(HttpChatTest, ANamedToolChoiceConstrainsTheOutputToItsArguments) {
+  json body =
+      Says(R"({"city": "Paris"})",
+           {{"messages", {{{"role", "user"}, {"content", "Paris?"}}}}, {"tools", {kWeatherTool}}});
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const auto r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto& schema = backend_.last_request.sampling.json_schema;
+  ASSERT_NE(schema, nullptr);
+  EXPECT_NE(backend_.last_request.sampling.json_output, nullptr);
+  // The parameters' one property, "city", a string.
+  EXPECT_EQ(schema->node(0).kind, JsonSchema::Kind::kObject);
+  EXPECT_EQ(schema->node(0).literals, std::vector<std::string>{"\"city\""});
+  const json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Paris"})");
+
+  body["stream"] = true;
+  const auto s = PostStream(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.raw;
+  json calls = json::array();
+  for (const json& chunk : s.chunks) {
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("tool_calls")) {
+      for (const json& c : delta["tool_calls"]) calls.push_back(c);
+    }
+  }
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris"})");
+  EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "stop");
+
+  // Parameters the constraint cannot take: a 400 naming the keyword.
+  json minimum = kWeatherTool;
+  minimum["function"]["parameters"]["properties"]["days"] = {{"type", "integer"}, {"minimum", 1}};
+  body["stream"] = false;
+  body["tools"] = {minimum};
+  const auto refused = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.body["error"]["param"], "tool_choice");
+  EXPECT_NE(refused.body["error"]["message"].get<std::string>().find(
+                "names 'get_weather', whose parameters cannot constrain its arguments: at "
+                "#/properties/days: keyword \"minimum\" is not supported"),
+            std::string::npos)
+      << refused.body;
 }
 
 TEST_F(HttpChatTest, ToolResultsAndThinkingSwitchReachTheTemplate) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "server/api_error.h"
 
 namespace ridge {
@@ -110,9 +111,30 @@ TEST(OpenAiRequestTest, ToolsToolCallsAndTemplateSwitches) {
   EXPECT_TRUE(r->chat.has_tools);
   EXPECT_EQ(r->chat.tool_choice.mode, ToolChoice::Mode::kNamed);
   EXPECT_EQ(r->chat.tool_choice.function, "get_weather");
+  // Its arguments are constrained to its parameters: an object without properties here.
+  ASSERT_NE(r->tool_arguments, nullptr);
+  EXPECT_EQ(r->tool_arguments->node(0).kind, JsonSchema::Kind::kObject);
+  EXPECT_TRUE(r->tool_arguments->node(0).literals.empty());
   EXPECT_EQ(r->chat.render.kwargs["enable_thinking"], false);
   EXPECT_FALSE(r->chat.render.add_generation_prompt);
   EXPECT_TRUE(r->chat.render.continue_final_message);
+
+  // Parameters absent or {}: no arguments ("{}"); tool_choice auto or none: no constraint.
+  for (const char* parameters : {"", R"(, "parameters": {})"}) {
+    for (const char* choice :
+         {R"({"type": "function", "function": {"name": "f"}})", R"("auto")", R"("none")"}) {
+      auto s = ParseOpenAiRequest(
+          json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}],)",
+                                   R"( "tools": [{"type": "function", "function": {"name": "f")",
+                                   parameters, "}}], \"tool_choice\": ", choice, "}")),
+          ApiKind::kChat, Limits());
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->tool_arguments != nullptr, choice[0] == '{') << parameters << choice;
+      if (s->tool_arguments != nullptr) {
+        EXPECT_TRUE(s->tool_arguments->node(0).literals.empty());
+      }
+    }
+  }
 }
 
 TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
