@@ -25,9 +25,10 @@
 //     do not clash, a string value beside {"type": "string"} does. Its object alternatives (at
 //     most kMaxSchemaObjectAlternatives) count as one too, an object whose names and values
 //     narrow which of them it is: each writes its own properties in its own order, and a name
-//     two of them share must have the same schema in both (annotations aside) or be an enum or
+//     two of them share must have the same schema in both (annotations aside), be an enum or
 //     const in each (a discriminator, as in {"kind": {"const": "circle"}, ...}), whose value
-//     then chooses;
+//     then chooses, or come after a discriminator in each (required, with values of its own:
+//     {"name": {"const": "f"}, "arguments": {...f's...}}), which has chosen already;
 //   - containers nest at most kMaxSchemaDepth deep, which also bounds recursion; a property or
 //     an item that could not be finished within the bound is not begun;
 //   - whitespace between tokens as JsonByteState allows it (runs of at most 48 bytes).
@@ -162,15 +163,18 @@ class JsonSchema {
     int32_t max_items = -1;  // kArray; -1 unbounded
     bool one_of = false;     // kAnyOf: a "oneOf" (its alternatives proven exclusive)
     // kObjectUnion: `literals` holds every name of its alternatives once; name_values[m] is the
-    // node of name m's value (one the alternatives with that name share, or a kLiterals of all
-    // their values, whose allowed_by says which alternatives allow each); alternative a's
-    // properties, in its order, are the names member_names[member_begin[a] .. member_begin[a+1]).
+    // node of name m's value (one the alternatives with that name share, a kLiterals of all
+    // their values, whose allowed_by says which alternatives allow each, or kDecidedValue: the
+    // one alternative still alive when it is read has its own); alternative a's properties, in
+    // its order, are the names member_names[member_begin[a] .. member_begin[a+1]).
     std::vector<int32_t> name_values;
     std::vector<uint8_t> member_names;
     std::vector<uint16_t> member_begin;
     // kLiterals of a kObjectUnion's name: bit a of allowed_by[i], alternative a allows value i.
     std::vector<uint16_t> allowed_by;
   };
+  // A kObjectUnion's name_values entry: the value node is the alive alternative's own.
+  static constexpr int32_t kDecidedValue = -1;
   const Node& node(int32_t i) const { return nodes_[i]; }
   size_t nodes() const { return nodes_.size(); }
 

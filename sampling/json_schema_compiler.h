@@ -83,14 +83,20 @@ class JsonSchemaCompiler {
 
   // In each anyOf with two or more object alternatives, those alternatives as one kObjectUnion
   // in the place of the first (see json_schema.h): every name of theirs once, each name's value
-  // node (the one they share, or the kLiterals of all their values with which alternatives allow
-  // each), and each alternative's names in its order.
+  // node (the one they share, the kLiterals of all their values with which alternatives allow
+  // each, or kDecidedValue when a discriminator before it decides), and each alternative's names
+  // in its order.
   absl::Status MergeObjects();
 
   // The value node of property `name` in a union of the object alternatives `objects` of anyOf
   // `any_of`, which `owners` (indices into `objects`) have.
   absl::StatusOr<int32_t> NameValue(int32_t any_of, const std::vector<int32_t>& objects,
                                     const std::string& name, const std::vector<size_t>& owners);
+
+  // Whether alternative a of `objects` writes, before property `name`, a discriminator: a
+  // property it requires, an enum or const none of whose values another alternative takes for
+  // it. Reading it leaves a alone alive, so `name` may have a schema of a's own.
+  bool DecidedBefore(const std::vector<int32_t>& objects, size_t a, const std::string& name) const;
 
   // The list of values a node is (an enum or const, or an anyOf of them, after MergeLiterals),
   // or null when it is not one.

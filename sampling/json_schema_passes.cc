@@ -166,12 +166,18 @@ absl::StatusOr<int32_t> JsonSchemaCompiler::NameValue(int32_t any_of,
   }
   if (differing == 0) return values[0];
   if (!literals) {
+    if (std::all_of(owners.begin(), owners.end(),
+                    [&](size_t a) { return DecidedBefore(objects, a, name); })) {
+      return JsonSchema::kDecidedValue;
+    }
     return Error(paths_[any_of],
                  absl::StrCat("its object alternatives ", paths_[objects[owners[0]]], " and ",
                               paths_[objects[owners[differing]]], " give property ", name,
                               " different schemas; objects in one anyOf are supported when a "
-                              "property they share has the same schema in each, or is an enum "
-                              "or const in each (whose value then tells them apart)"));
+                              "property they share has the same schema in each, is an enum or "
+                              "const in each (whose value then tells them apart), or comes after "
+                              "a discriminator in each (a property it requires, an enum or const "
+                              "with values of its own)"));
   }
   Node merged;
   merged.kind = Kind::kLiterals;
@@ -180,10 +186,9 @@ absl::StatusOr<int32_t> JsonSchemaCompiler::NameValue(int32_t any_of,
       auto it = std::find(merged.literals.begin(), merged.literals.end(), v);
       if (it == merged.literals.end()) {
         if (merged.literals.size() == kMaxSchemaEnumValues) {
-          return Error(paths_[any_of], absl::StrCat("property ", name,
-                                                    " of its object "
-                                                    "alternatives has more than ",
-                                                    kMaxSchemaEnumValues, " values together"));
+          return Error(paths_[any_of],
+                       absl::StrCat("property ", name, " of its object alternatives has more than ",
+                                    kMaxSchemaEnumValues, " values together"));
         }
         merged.literals.push_back(v);
         merged.allowed_by.push_back(0);
@@ -196,6 +201,30 @@ absl::StatusOr<int32_t> JsonSchemaCompiler::NameValue(int32_t any_of,
                                                              " of its object alternatives)")));
   nodes_[slot] = std::move(merged);
   return slot;
+}
+
+bool JsonSchemaCompiler::DecidedBefore(const std::vector<int32_t>& objects, size_t a,
+                                       const std::string& name) const {
+  const Node& own = nodes_[objects[a]];
+  for (size_t p = 0; p < own.literals.size() && own.literals[p] != name; ++p) {
+    const Node* values = ListOf(own.children[p]);
+    if (((own.required >> p) & 1u) == 0 || values == nullptr) continue;
+    bool unique = true;  // no other alternative takes one of these values for this property
+    for (size_t b = 0; b < objects.size() && unique; ++b) {
+      const Node& other = nodes_[objects[b]];
+      const auto it = std::find(other.literals.begin(), other.literals.end(), own.literals[p]);
+      if (b == a || it == other.literals.end()) continue;  // without it: ended by its name
+      const Node* theirs = ListOf(other.children[it - other.literals.begin()]);
+      unique =
+          theirs != nullptr &&
+          std::none_of(values->literals.begin(), values->literals.end(), [&](const std::string& v) {
+            return std::find(theirs->literals.begin(), theirs->literals.end(), v) !=
+                   theirs->literals.end();
+          });
+    }
+    if (unique) return true;
+  }
+  return false;
 }
 
 const JsonSchema::Node* JsonSchemaCompiler::ListOf(int32_t node) const {
@@ -220,7 +249,12 @@ bool JsonSchemaCompiler::SameNode(int32_t a, int32_t b,
     if (!SameNode(x.children[k], y.children[k], assumed)) return false;
   }
   for (size_t k = 0; k < x.name_values.size(); ++k) {
-    if (!SameNode(x.name_values[k], y.name_values[k], assumed)) return false;
+    const int32_t p = x.name_values[k], q = y.name_values[k];
+    if (p == JsonSchema::kDecidedValue || q == JsonSchema::kDecidedValue) {
+      if (p != q) return false;  // (the alternatives' own values are among the children)
+    } else if (!SameNode(p, q, assumed)) {
+      return false;
+    }
   }
   return true;
 }

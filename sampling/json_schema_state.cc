@@ -285,7 +285,12 @@ bool JsonSchemaState::KeyByte(uint8_t c) {
         if ((UnionNext(f, a) >> i) & 1u) alive |= static_cast<uint16_t>(1u << a);
       }
       f.alive = alive;
-      value_ = static_cast<uint16_t>(n.name_values[i]);
+      int32_t value = n.name_values[i];
+      if (value == JsonSchema::kDecidedValue) {  // one alternative is alive: its own value
+        const int a = std::countr_zero(static_cast<uint32_t>(alive));
+        value = schema_->node(n.children[a]).children[UnionPosition(n, a, i + 1) - 1];
+      }
+      value_ = static_cast<uint16_t>(value);
     } else {
       value_ = static_cast<uint16_t>(n.children[i]);
     }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "sampling/sampler.h"
 
@@ -106,7 +107,7 @@ TEST(JsonSchemaTest, EveryStateCanGoOnUntilComplete) {
       EXPECT_TRUE(state.complete()) << absl::CEscape(text);
     }
   }
-  EXPECT_EQ(walks, 280);
+  EXPECT_EQ(walks, 300);
 }
 
 struct Refusal {
@@ -354,6 +355,46 @@ TEST(JsonSchemaTest, ReadsNestedAndRecursiveUnions) {
   EXPECT_TRUE(
       accepts(**tree, R"({"root": {"kind": "a", "next": {"kind": "b", "next": {"kind": "a"}}}})"));
   EXPECT_FALSE(accepts(**tree, R"({"root": {"kind": "a", "next": {"kind": "c"}}})"));
+}
+
+// A property of each object's own schema may follow a discriminator that has chosen: required,
+// before it, with values no other alternative takes (tool calls: a name, then its arguments).
+TEST(JsonSchemaTest, ReadsAPropertyADiscriminatorDecided) {
+  const std::string calls = R"({"type": "object", "properties": {"c": {"anyOf": [
+      {"type": "object", "properties": {"name": {"const": "f"},
+       "arguments": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+       "required": ["name", "arguments"]},
+      {"type": "object", "properties": {"name": {"enum": ["g", "h"]},
+       "arguments": {"type": "object", "properties": {"y": {"type": "string"}},
+                     "required": ["y"]}},
+       "required": ["name", "arguments"]}]}}, "required": ["c"]})";
+  const auto schema = JsonSchema::Parse(calls);
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  auto accepts = [&](const std::string& text) {
+    const Progress run = Feed(**schema, text);
+    return run.taken == text.size() && run.complete;
+  };
+  EXPECT_TRUE(accepts(R"({"c": {"name": "f", "arguments": {"x": 1}}})"));
+  EXPECT_TRUE(accepts(R"({"c": {"name": "f", "arguments": {}}})"));
+  EXPECT_TRUE(accepts(R"({"c": {"name": "h", "arguments": {"y": "a"}}})"));
+  EXPECT_FALSE(accepts(R"({"c": {"name": "f", "arguments": {"y": "a"}}})"));
+  EXPECT_FALSE(accepts(R"({"c": {"name": "g", "arguments": {"x": 1}}})"));
+  EXPECT_FALSE(accepts(R"({"c": {"name": "g", "arguments": {}}})"));  // y is required
+
+  // Refused: the discriminator optional in one, or a value both take.
+  const std::string optional = absl::StrReplaceAll(calls, {{R"("required": ["name", "arguments"]},
+      {"type": "object", "properties": {"name": {"enum")",
+                                                            R"("required": ["arguments"]},
+      {"type": "object", "properties": {"name": {"enum")"}});
+  const std::string shared = absl::StrReplaceAll(calls, {{R"(["g", "h"])", R"(["g", "f"])"}});
+  for (const std::string& refused : {optional, shared}) {
+    ASSERT_NE(refused, calls);
+    const auto r = JsonSchema::Parse(refused);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("give property \"arguments\" different schemas"),
+              std::string::npos)
+        << r.status();
+  }
 }
 
 // An anyOf's enum and const alternatives are one list of all their values (each once), which

@@ -237,12 +237,39 @@ NESTED_UNIONS = {
               "required": ["kind"], "additionalProperties": False},
     },
 }
+# Objects whose shared property ("arguments") has a schema of each one's own, after a required
+# discriminator ("name") that has chosen: the form of tool calls.
+DECIDED_UNIONS = {
+    "type": "object",
+    "properties": {"calls": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"anyOf": [
+        {"type": "object",
+         "properties": {"name": {"const": "get_weather"},
+                        "arguments": {"type": "object",
+                                      "properties": {"city": {"type": "string"},
+                                                     "days": {"type": "integer"}},
+                                      "required": ["city"], "additionalProperties": False}},
+         "required": ["name", "arguments"], "additionalProperties": False},
+        {"type": "object",
+         "properties": {"name": {"const": "search"},
+                        "arguments": {"type": "object",
+                                      "properties": {"query": {"type": "string"},
+                                                     "exact": {"type": "boolean"}},
+                                      "required": ["query"], "additionalProperties": False}},
+         "required": ["name", "arguments"], "additionalProperties": False},
+        {"type": "object",
+         "properties": {"name": {"enum": ["now", "today"]},
+                        "arguments": {"type": "object", "properties": {},
+                                      "additionalProperties": False}},
+         "required": ["name", "arguments"], "additionalProperties": False}]}}},
+    "required": ["calls"],
+    "additionalProperties": False,
+}
 # New schemas go last: the draws of one random generator run through them in order, so the
 # cases of the earlier ones stay as they are.
 SCHEMAS = {"person": PERSON, "enums": ENUMS, "arrays": ARRAYS, "any_of": ANY_OF, "tree": TREE,
            "optional": OPTIONAL, "empty": EMPTY, "names": NAMES, "strict": STRICT,
            "literal_unions": LITERAL_UNIONS, "object_unions": OBJECT_UNIONS, "one_of": ONE_OF,
-           "nested_unions": NESTED_UNIONS}
+           "nested_unions": NESTED_UNIONS, "decided_unions": DECIDED_UNIONS}
 
 STRINGS = ["", "a", "hello world", "caf\u00e9", "\u4f60\u597d", "\U0001f916", "quote \" in",
            "back\\slash", "tab\tnewline\n", "\u0000 nul", "\u2028", "slash/"]
@@ -427,10 +454,11 @@ def main():
             if not valid(validator, data) and data not in bad:
                 bad.append(data)
         swaps = {"object_unions": ["circle", "rect", "note"], "one_of": ["cat", "dog", "puppy"],
-                 "nested_unions": ["cat", "dog", "black", "white", "a", "b"]}
+                 "nested_unions": ["cat", "dog", "black", "white", "a", "b"],
+                 "decided_unions": ["get_weather", "search", "now", "today"]}
         if name in swaps:  # each discriminator value in another's place
-            # (nested_unions has six values in up to five places: a dozen instances suffice)
-            for value in values[:12] if name == "nested_unions" else values:
+            # (the later schemas have their values in several places: a dozen instances suffice)
+            for value in values[:12] if name in ("nested_unions", "decided_unions") else values:
                 for other in literal_swaps(value, swaps[name]):
                     data = json.dumps(other).encode("utf-8")
                     if not valid(validator, data) and data not in bad:
