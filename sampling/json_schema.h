@@ -130,11 +130,15 @@ class JsonSchemaState {
   JsonNumberLexer number_;
 };
 
+// What the top level of a schema may be: an object (as OpenAI requires of response_format), or
+// also an array (the server's own constraints, such as a list of tool calls).
+enum class JsonSchemaTop : uint8_t { kObject, kObjectOrArray };
+
 class JsonSchema {
  public:
   // Errors are InvalidArgument, naming the offending keyword and where it is.
   static absl::StatusOr<std::shared_ptr<const JsonSchema>> Compile(
-      const nlohmann::ordered_json& schema);
+      const nlohmann::ordered_json& schema, JsonSchemaTop top = JsonSchemaTop::kObject);
   // The schema as JSON text (object keys in the text's order).
   static absl::StatusOr<std::shared_ptr<const JsonSchema>> Parse(std::string_view text);
 
@@ -197,7 +201,7 @@ class JsonSchema {
     bool operator==(const MaskKey&) const = default;
   };
   JsonSchema() = default;
-  std::vector<Node> nodes_;  // nodes_[0]: the top level, an object
+  std::vector<Node> nodes_;  // nodes_[0]: the top level, an object (or array: JsonSchemaTop)
   // One cache per compiled schema, so per request: kept small (1.2 MB at 152K tokens) since
   // hundreds of requests may hold one each.
   static constexpr size_t kMasks = 64;

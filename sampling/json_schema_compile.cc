@@ -77,7 +77,8 @@ absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchemaCompiler::Run() {
   RETURN_IF_ERROR(MergeObjects());
   RETURN_IF_ERROR(Depths());
   RETURN_IF_ERROR(Disjoint());
-  if (nodes_[0].kind != Kind::kObject) {
+  const bool array = top_ == JsonSchemaTop::kObjectOrArray && nodes_[0].kind == Kind::kArray;
+  if (nodes_[0].kind != Kind::kObject && !array) {
     return Error("#", "the top level must be {\"type\": \"object\"} (as OpenAI requires)");
   }
   if (nodes_[0].min_depth > kMaxSchemaDepth) {
@@ -395,13 +396,14 @@ absl::Status JsonSchemaCompiler::FillLiterals(int32_t slot, const json& s,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const json& schema) {
+absl::StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const json& schema,
+                                                                      JsonSchemaTop top) {
   try {  // dump() throws on strings that are not UTF-8, which a parsed text never has
     if (schema.dump().size() > kMaxSchemaBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("the schema is longer than ", kMaxSchemaBytes, " bytes as compact JSON"));
     }
-    return JsonSchemaCompiler(schema).Run();
+    return JsonSchemaCompiler(schema, top).Run();
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("the schema cannot be read: ", e.what()));
   }

@@ -26,7 +26,7 @@ class JsonSchemaCompiler {
   using Node = JsonSchema::Node;
 
  public:
-  explicit JsonSchemaCompiler(const json& root) : root_(root) {}
+  JsonSchemaCompiler(const json& root, JsonSchemaTop top) : root_(root), top_(top) {}
 
   absl::StatusOr<std::shared_ptr<const JsonSchema>> Run();
 
@@ -135,6 +135,7 @@ class JsonSchemaCompiler {
   absl::Status Disjoint();
 
   const json& root_;
+  const JsonSchemaTop top_;
   std::vector<Node> nodes_;
   std::vector<std::string> paths_;  // where each node's schema is
   std::map<std::string, int32_t> refs_;

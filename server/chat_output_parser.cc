@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "base/json_nesting.h"
@@ -37,6 +38,35 @@ std::string NewToolCallId() {
   std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(a),
                 static_cast<unsigned long long>(b & 0xffffffffULL));
   return std::string("chatcmpl-tool-") + hex;
+}
+
+// JSON a model wrote, or null when it is not JSON or nests too deep (a model can write any depth).
+nlohmann::ordered_json ParseModelJson(const std::string& text) {
+  if (JsonNestsDeeperThan(text, kMaxJsonInputNesting)) return nullptr;
+  return nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// A call as the model wrote it, {"name": "...", "arguments": {...} or "..."} (arguments may be
+// left out: "{}"), or none when `call` is not one.
+std::optional<ParsedToolCall> CallFrom(const nlohmann::ordered_json& call) {
+  const bool valid = call.is_object() && call.contains("name") && call["name"].is_string() &&
+                     (!call.contains("arguments") || call["arguments"].is_object() ||
+                      call["arguments"].is_string());
+  if (!valid) return std::nullopt;
+  ParsedToolCall parsed;
+  parsed.id = NewToolCallId();
+  parsed.name = call["name"].get<std::string>();
+  if (!call.contains("arguments")) {
+    parsed.arguments = "{}";
+  } else if (call["arguments"].is_string()) {
+    parsed.arguments = call["arguments"].get<std::string>();
+  } else {
+    // json.dumps(arguments, ensure_ascii=False), as vLLM's Hermes parser writes them.
+    parsed.arguments =
+        jinja::ToJson(jinja::Value::FromJson(call["arguments"]), jinja::JsonDumpOptions())
+            .value_or("{}");
+  }
+  return parsed;
 }
 
 }  // namespace
@@ -100,11 +130,8 @@ void ChatOutputParser::AddContent(std::string_view text, bool final, ChatDelta* 
     return;
   }
   tool_buffer_.append(text);
-  if (forced_call()) {
-    if (!final) return;
-    out->tool_calls.push_back({NewToolCallId(), options_.forced_function, std::move(tool_buffer_)});
-    tool_buffer_.clear();
-    ++tool_calls_emitted_;
+  if (whole_content_is_calls()) {
+    if (final) EmitWholeContent(out);
     return;
   }
   while (true) {
@@ -143,32 +170,37 @@ void ChatOutputParser::EmitText(std::string text, ChatDelta* out) {
 }
 
 void ChatOutputParser::EmitCall(const std::string& body, bool closed, ChatDelta* out) {
-  // A model can write any depth; a too deep call is left as text.
-  const auto call = JsonNestsDeeperThan(body, kMaxJsonInputNesting)
-                        ? nlohmann::ordered_json()
-                        : nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  const bool valid = call.is_object() && call.contains("name") && call["name"].is_string() &&
-                     (!call.contains("arguments") || call["arguments"].is_object() ||
-                      call["arguments"].is_string());
-  if (!valid) {  // not a call we understand: the client gets the text as the model wrote it
+  std::optional<ParsedToolCall> call = CallFrom(ParseModelJson(body));
+  if (!call) {  // not a call we understand: the client gets the text as the model wrote it
     EmitText(std::string(kCallOpen) + body + (closed ? std::string(kCallClose) : ""), out);
     return;
   }
-  ParsedToolCall parsed;
-  parsed.id = NewToolCallId();
-  parsed.name = call["name"].get<std::string>();
-  if (!call.contains("arguments")) {
-    parsed.arguments = "{}";
-  } else if (call["arguments"].is_string()) {
-    parsed.arguments = call["arguments"].get<std::string>();
-  } else {
-    // json.dumps(arguments, ensure_ascii=False), as vLLM's Hermes parser writes them.
-    parsed.arguments =
-        jinja::ToJson(jinja::Value::FromJson(call["arguments"]), jinja::JsonDumpOptions())
-            .value_or("{}");
-  }
-  out->tool_calls.push_back(std::move(parsed));
+  out->tool_calls.push_back(*std::move(call));
   ++tool_calls_emitted_;
+}
+
+void ChatOutputParser::EmitWholeContent(ChatDelta* out) {
+  std::string text = std::move(tool_buffer_);
+  tool_buffer_.clear();
+  if (forced_call()) {
+    out->tool_calls.push_back({NewToolCallId(), options_.forced_function, std::move(text)});
+    ++tool_calls_emitted_;
+    return;
+  }
+  // Required calls: all of them, or (cut short, or not calls) none and the text as content.
+  const nlohmann::ordered_json list = ParseModelJson(text);
+  std::vector<ParsedToolCall> calls;
+  for (const auto& item : list.is_array() ? list : nlohmann::ordered_json::array()) {
+    std::optional<ParsedToolCall> call = CallFrom(item);
+    if (!call) break;
+    calls.push_back(*std::move(call));
+  }
+  if (calls.empty() || calls.size() != list.size()) {
+    out->content += text;
+    return;
+  }
+  tool_calls_emitted_ += static_cast<int>(calls.size());
+  for (ParsedToolCall& call : calls) out->tool_calls.push_back(std::move(call));
 }
 
 }  // namespace ridge

@@ -12,7 +12,8 @@
 // (arguments: the object or string given, as JSON text); a block that is not valid JSON is
 // returned as plain content, tags included, never an error. Whitespace-only text between and
 // after calls is dropped. With a forced function (a named tool_choice, whose output is
-// constrained to its arguments) the whole content is one call's arguments, as vLLM gives them.
+// constrained to its arguments) the whole content is one call's arguments, as vLLM gives them;
+// with required calls (tool_choice "required") it is a JSON list of calls.
 #pragma once
 
 #include <string>
@@ -42,6 +43,9 @@ class ChatOutputParser {
     // A named tool_choice: the content is that function's arguments (the output was constrained
     // to them), one call given whole at the end.
     std::string forced_function = {};
+    // tool_choice "required": the content is a list of {"name", "arguments"} calls (the output
+    // was constrained to one), given whole at the end (or as content if it was cut short).
+    bool required_calls = false;
   };
   explicit ChatOutputParser(Options options) : options_(options) {}
 
@@ -50,6 +54,7 @@ class ChatOutputParser {
 
   int tool_calls_emitted() const { return tool_calls_emitted_; }
   bool forced_call() const { return !options_.forced_function.empty(); }
+  bool whole_content_is_calls() const { return forced_call() || options_.required_calls; }
 
  private:
   enum class ReasoningState { kUndecided, kReasoning, kContent };
@@ -58,6 +63,7 @@ class ChatOutputParser {
   void AddContent(std::string_view text, bool final, ChatDelta* out);
   void EmitText(std::string text, ChatDelta* out);
   void EmitCall(const std::string& body, bool closed, ChatDelta* out);
+  void EmitWholeContent(ChatDelta* out);
 
   Options options_;
   ReasoningState reasoning_state_ = ReasoningState::kUndecided;

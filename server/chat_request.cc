@@ -217,9 +217,9 @@ absl::Status ReadToolChoice(const json& body, ChatFields* out) {
       return absl::OkStatus();
     }
     if (mode == "required") {
-      return FieldError("tool_choice",
-                        "\"required\" is not supported; use \"auto\", \"none\" or a named "
-                        "function (whose arguments the output is then constrained to)");
+      if (!out->has_tools) return FieldError("tool_choice", "\"required\" needs tools");
+      out->tool_choice.mode = ToolChoice::Mode::kRequired;
+      return absl::OkStatus();
     }
     return FieldError("tool_choice", absl::StrCat("must be \"auto\", \"none\" or {\"type\": "
                                                   "\"function\", \"function\": {\"name\"}}, got ",
@@ -283,6 +283,13 @@ absl::Status ReadChatFields(const json& body, ChatFields* out) {
   RETURN_IF_ERROR(ReadMessages(body, out));
   RETURN_IF_ERROR(ReadTools(body, out));
   RETURN_IF_ERROR(ReadToolChoice(body, out));
+  if (const json* parallel = Field(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean()) {
+      return FieldError("parallel_tool_calls",
+                        absl::StrCat("must be true or false, got ", Describe(*parallel)));
+    }
+    out->parallel_tool_calls = parallel->get<bool>();
+  }
   return ReadTemplateSwitches(body, out);
 }
 

@@ -13,7 +13,8 @@
 namespace ridge {
 
 struct ToolChoice {
-  enum class Mode { kAuto, kNone, kNamed };
+  // kNamed: the output is that function's arguments; kRequired: a list of calls to the tools.
+  enum class Mode { kAuto, kNone, kNamed, kRequired };
   Mode mode = Mode::kAuto;
   std::string function;  // kNamed: the function the client asks for
 };
@@ -21,7 +22,8 @@ struct ToolChoice {
 struct ChatFields {
   ChatRenderInput render;  // messages as the template sees them, tools, switches
   ToolChoice tool_choice;
-  bool has_tools = false;  // tools were given (non-empty)
+  bool has_tools = false;           // tools were given (non-empty)
+  bool parallel_tool_calls = true;  // false: tool_choice "required" writes one call
 };
 
 absl::Status ReadChatFields(const nlohmann::ordered_json& body, ChatFields* out);

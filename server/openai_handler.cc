@@ -53,6 +53,7 @@ std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
   if (api.chat.tool_choice.mode == ToolChoice::Mode::kNamed) {
     o.forced_function = api.chat.tool_choice.function;
   }
+  o.required_calls = api.chat.tool_choice.mode == ToolChoice::Mode::kRequired;
   if (!o.reasoning && !o.tool_calls) return std::nullopt;
   return ChatOutputParser(o);
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -372,28 +374,112 @@ absl::Status ReadResponseFormat(const json& body, OpenAiRequest* out) {
   return absl::OkStatus();
 }
 
-// A named tool_choice constrains the output to its function's arguments: the parameters schema
-// compiled (one that is absent or {} takes no arguments: "{}").
-absl::Status ReadToolArguments(OpenAiRequest* out) {
-  if (out->chat.tool_choice.mode != ToolChoice::Mode::kNamed) return absl::OkStatus();
-  const std::string& name = out->chat.tool_choice.function;
-  for (const json& tool : out->chat.render.tools) {
-    const json& function = tool.at("function");
-    if (function.at("name") != name) continue;
-    const json* parameters = Field(function, "parameters");
-    const json none = {{"type", "object"}};
-    auto compiled =
-        JsonSchema::Compile(parameters == nullptr || parameters->empty() ? none : *parameters);
-    if (!compiled.ok()) {
-      return FieldError(
-          "tool_choice",
-          absl::StrCat("names '", name, "', whose parameters cannot constrain its arguments: ",
-                       compiled.status().message()));
+// A function's parameters as a schema its arguments are constrained to (absent or {}: no
+// arguments, "{}"), and compiled; or a 400 on tool_choice naming the function and the problem.
+struct Parameters {
+  json schema;
+  std::shared_ptr<const JsonSchema> compiled;
+};
+absl::StatusOr<Parameters> ParametersOf(const json& function) {
+  const json* given = Field(function, "parameters");
+  Parameters p{given == nullptr || given->empty() ? json{{"type", "object"}} : *given, nullptr};
+  auto compiled = JsonSchema::Compile(p.schema);
+  if (!compiled.ok()) {
+    return FieldError(
+        "tool_choice",
+        absl::StrCat("the parameters of '", function.at("name").get<std::string>(),
+                     "' cannot constrain its arguments: ", compiled.status().message()));
+  }
+  p.compiled = *std::move(compiled);
+  return p;
+}
+
+// `schema`'s local references ("#", "#/$defs/...", "#/definitions/...") as they read once its
+// root is the definition `prefix` of a larger schema and its own definitions `prefix`.name.
+void MoveReferences(json& schema, const std::string& prefix) {
+  if (schema.is_array()) {
+    for (json& item : schema) MoveReferences(item, prefix);
+    return;
+  }
+  if (!schema.is_object()) return;
+  for (auto& [key, value] : schema.items()) {
+    if (key != "$ref" || !value.is_string()) {
+      MoveReferences(value, prefix);
+      continue;
     }
-    out->tool_arguments = *std::move(compiled);
+    const std::string ref = value;
+    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
+      if (ref.starts_with(defs))
+        value = absl::StrCat("#/$defs/", prefix, ".", ref.substr(strlen(defs)));
+    }
+    if (ref == "#") value = absl::StrCat("#/$defs/", prefix);
+  }
+}
+
+// tool_choice "required": a list of calls (one when parallel_tool_calls is false), each
+// {"name": one of the tools, "arguments": its parameters'}, as vLLM constrains it. Each tool's
+// parameters, and its definitions, move to the list's definitions ("tool<i>", "tool<i>.<name>").
+absl::StatusOr<std::shared_ptr<const JsonSchema>> RequiredCalls(const ChatFields& chat) {
+  json calls = json::array(), definitions = json::object();
+  std::set<std::string> names;
+  for (const json& tool : chat.render.tools) {
+    const json& function = tool.at("function");
+    const std::string name = function.at("name");
+    if (!names.insert(name).second) {
+      return FieldError("tool_choice", absl::StrCat("\"required\" needs the tools' names to "
+                                                    "differ; two are named '",
+                                                    name, "'"));
+    }
+    ASSIGN_OR_RETURN(Parameters arguments, ParametersOf(function));
+    const std::string prefix = absl::StrCat("tool", calls.size());
+    json& parameters = arguments.schema;
+    MoveReferences(parameters, prefix);
+    for (const char* defs : {"$defs", "definitions"}) {
+      if (!parameters.contains(defs)) continue;
+      for (auto& [key, value] : parameters[defs].items()) {
+        definitions[absl::StrCat(prefix, ".", key)] = std::move(value);
+      }
+      parameters.erase(defs);
+    }
+    definitions[prefix] = std::move(parameters);
+    calls.push_back({{"type", "object"},
+                     {"properties",
+                      {{"name", {{"const", name}}},
+                       {"arguments", {{"$ref", absl::StrCat("#/$defs/", prefix)}}}}},
+                     {"required", {"name", "arguments"}}});
+  }
+  json list = {{"type", "array"},
+               {"minItems", 1},
+               {"items", {{"anyOf", std::move(calls)}}},
+               {"$defs", std::move(definitions)}};
+  if (!chat.parallel_tool_calls) list["maxItems"] = 1;
+  auto compiled = JsonSchema::Compile(list, JsonSchemaTop::kObjectOrArray);
+  if (!compiled.ok()) {
+    return FieldError("tool_choice", absl::StrCat("\"required\" cannot constrain the output to "
+                                                  "calls of these tools: ",
+                                                  compiled.status().message()));
+  }
+  return *std::move(compiled);
+}
+
+// A named tool_choice constrains the output to its function's arguments; "required" to a list
+// of calls.
+absl::Status ReadToolArguments(OpenAiRequest* out) {
+  const ToolChoice& choice = out->chat.tool_choice;
+  if (choice.mode == ToolChoice::Mode::kRequired) {
+    ASSIGN_OR_RETURN(out->tool_arguments, RequiredCalls(out->chat));
     return absl::OkStatus();
   }
-  return FieldError("tool_choice", absl::StrCat("names '", name, "', not among the tools"));
+  if (choice.mode != ToolChoice::Mode::kNamed) return absl::OkStatus();
+  for (const json& tool : out->chat.render.tools) {
+    const json& function = tool.at("function");
+    if (function.at("name") != choice.function) continue;
+    ASSIGN_OR_RETURN(Parameters arguments, ParametersOf(function));
+    out->tool_arguments = std::move(arguments.compiled);
+    return absl::OkStatus();
+  }
+  return FieldError("tool_choice",
+                    absl::StrCat("names '", choice.function, "', not among the tools"));
 }
 
 absl::Status ReadStreaming(const json& body, OpenAiRequest* out) {

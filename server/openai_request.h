@@ -63,7 +63,8 @@ struct OpenAiRequest {
   // response_format {"type": "json_schema"}: the output is one instance of this schema.
   std::shared_ptr<const JsonSchema> json_schema;
   // A named tool_choice: the output is the arguments of a call to that function, one instance of
-  // its parameters (an object without properties when it has none).
+  // its parameters (an object without properties when it has none); "required": a list of
+  // {"name", "arguments"} calls of the tools.
   std::shared_ptr<const JsonSchema> tool_arguments;
 };
 

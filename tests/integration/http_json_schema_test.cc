@@ -2,10 +2,10 @@
 // "stop") parses and has the schema's shape, checked field by field here (keys in the schema's
 // order, each value's type, the enum); chat and completions, unary and streamed. The same
 // requests without the constraint have no such output. An anyOf of objects gives one of them,
-// whole. A named tool_choice gives that function's arguments, of its parameters' shape. A schema
-// keyword not implemented is a 400 naming it. (The random model spends many tokens
-// on whitespace between tokens, up to the 48 bytes a run may have, and the tiny tokenizer writes
-// one byte a token: hence 1000 tokens.)
+// whole. A named tool_choice gives that function's arguments, of its parameters' shape; tool_choice
+// "required" a list of calls. A schema keyword not implemented is a 400 naming it. (The random
+// model spends many tokens on whitespace between tokens, up to the 48 bytes a run may have, and the
+// tiny tokenizer writes one byte a token: hence 1000 tokens.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -224,6 +224,47 @@ TEST_F(HttpJsonSchemaTest, ANamedToolChoiceWritesTheFunctionsArguments) {
       ++instances;
     }
     EXPECT_GE(instances, 2);
+  }
+}
+
+// tool_choice "required": every finished choice is a list of calls to the tools, each with its
+// own function's arguments. A logit bias on the first byte of a name ('r' or 'p', tokens 3 + the
+// byte; no string in the arguments where it would run on) picks the function.
+TEST_F(HttpJsonSchemaTest, RequiredToolChoiceWritesCallsOfTheTools) {
+  const json record = json::parse(R"({"type": "object", "properties": {"age": {"type": "integer"},
+      "pet": {"enum": ["cat", "dog"]}}, "required": ["age", "pet"]})");
+  for (const std::string name : {"record", "ping"}) {
+    SCOPED_TRACE(name);
+    json body = Body("/v1/chat/completions", false, nullptr);
+    body["tools"] = {
+        {{"type", "function"}, {"function", {{"name", "record"}, {"parameters", record}}}},
+        {{"type", "function"}, {"function", {{"name", "ping"}}}}};
+    body["tool_choice"] = "required";
+    body["logit_bias"] = {{std::to_string(3 + name[0]), 100}};
+    const auto r = testing::PostJson(*client_, "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    int finished = 0;
+    for (const json& c : r.body.at("choices")) {
+      if (c["finish_reason"] != "tool_calls") {
+        EXPECT_EQ(c["finish_reason"], "length") << c;
+        continue;
+      }
+      ++finished;
+      EXPECT_TRUE(c["message"]["content"].is_null()) << c;
+      ASSERT_GE(c["message"]["tool_calls"].size(), 1u) << c;
+      for (const json& call : c["message"]["tool_calls"]) {
+        EXPECT_EQ(call["function"]["name"], name);
+        const auto arguments = json::parse(call["function"]["arguments"].get<std::string>());
+        if (name == "ping") {
+          EXPECT_EQ(arguments, json::object());
+        } else {
+          EXPECT_EQ(arguments.size(), 2u) << arguments;
+          EXPECT_TRUE(arguments["age"].is_number_integer()) << arguments;
+          EXPECT_TRUE(arguments["pet"] == "cat" || arguments["pet"] == "dog") << arguments;
+        }
+      }
+    }
+    EXPECT_GE(finished, 2);
   }
 }
 

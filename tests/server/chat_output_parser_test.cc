@@ -126,5 +126,28 @@ TEST(ChatOutputParserTest, AForcedFunctionTakesTheWholeContent) {
   ExpectSplitInvariant(forced, "{\"a\": \"<tool_call>\"}");
 }
 
+// tool_choice "required": the output was constrained to a list of calls, each becoming one; a
+// list cut short (max_tokens) is content, as the text it is.
+TEST(ChatOutputParserTest, RequiredCallsAreTheWholeList) {
+  const ChatOutputParser::Options required{.tool_calls = true, .required_calls = true};
+  const std::string list =
+      R"([{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "now", )"
+      R"("arguments": {}}])";
+  ChatDelta d = Collect(required, {list});
+  EXPECT_EQ(d.content, "");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  ExpectSplitInvariant(required, list);
+  const std::string cut = list.substr(0, 30);
+  d = Collect(required, {cut});
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, cut);
+  d = Collect(required, {R"([{"name": "f", "arguments": {}}, 1])"});  // not all calls
+  EXPECT_TRUE(d.tool_calls.empty());
+}
+
 }  // namespace
 }  // namespace ridge

@@ -169,10 +169,29 @@ TEST_F(HttpChatTest, ANamedToolChoiceConstrainsTheOutputToItsArguments) {
   ASSERT_EQ(refused.status, 400) << refused.body;
   EXPECT_EQ(refused.body["error"]["param"], "tool_choice");
   EXPECT_NE(refused.body["error"]["message"].get<std::string>().find(
-                "names 'get_weather', whose parameters cannot constrain its arguments: at "
+                "the parameters of 'get_weather' cannot constrain its arguments: at "
                 "#/properties/days: keyword \"minimum\" is not supported"),
             std::string::npos)
       << refused.body;
+}
+
+// tool_choice "required": the output is constrained to a list of calls, which come back as the
+// calls ("tool_calls", as when the model chooses them).
+TEST_F(HttpChatTest, RequiredToolChoiceConstrainsTheOutputToCalls) {
+  json body = Says(R"([{"name": "get_weather", "arguments": {"city": "Paris"}}])",
+                   {{"messages", {{{"role", "user"}, {"content", "Paris?"}}}},
+                    {"tools", {kWeatherTool}},
+                    {"tool_choice", "required"}});
+  const auto r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_NE(backend_.last_request.sampling.json_schema, nullptr);
+  EXPECT_EQ(backend_.last_request.sampling.json_schema->node(0).kind, JsonSchema::Kind::kArray);
+  const json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Paris"})");
 }
 
 TEST_F(HttpChatTest, ToolResultsAndThinkingSwitchReachTheTemplate) {

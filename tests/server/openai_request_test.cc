@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "server/api_error.h"
 
 namespace ridge {
@@ -135,6 +136,71 @@ TEST(OpenAiRequestTest, ToolsToolCallsAndTemplateSwitches) {
       }
     }
   }
+}
+
+// tool_choice "required": a list of calls to the tools (at most one without parallel calls).
+TEST(OpenAiRequestTest, RequiredToolChoiceIsAListOfCalls) {
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+          "properties": {"a": {"type": "integer"}}}}},
+                   {"type": "function", "function": {"name": "g"}}])";
+  auto parse = [&](const std::string& rest) {
+    return ParseOpenAiRequest(
+        json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", tools,
+                                 R"(, "tool_choice": "required")", rest, "}")),
+        ApiKind::kChat, Limits());
+  };
+  auto r = parse("");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat.tool_choice.mode, ToolChoice::Mode::kRequired);
+  ASSERT_NE(r->tool_arguments, nullptr);
+  EXPECT_EQ(r->tool_arguments->node(0).kind, JsonSchema::Kind::kArray);
+  EXPECT_EQ(r->tool_arguments->node(0).min_items, 1);
+  EXPECT_EQ(r->tool_arguments->node(0).max_items, -1);
+  r = parse(R"(, "parallel_tool_calls": false)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tool_arguments->node(0).max_items, 1);
+  r = parse(R"(, "parallel_tool_calls": 1)");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ParamOf(r.status()), "parallel_tool_calls");
+
+  // A tool's own definitions and references (to them, and to its root) keep their meaning in the
+  // list's schema: each call writes its own function's arguments.
+  const std::string defined = absl::StrReplaceAll(
+      tools, {{R"({"name": "g"})", R"({"name": "g", "parameters": {"type": "object",
+          "properties": {"p": {"$ref": "#/$defs/P"}, "again": {"$ref": "#"}},
+          "$defs": {"P": {"type": "object", "properties": {"q": {"$ref": "#/$defs/P"},
+                                                          "n": {"type": "integer"}}}}}})"}});
+  ASSERT_NE(defined, tools);
+  auto with_defs = ParseOpenAiRequest(
+      json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", defined,
+                               R"(, "tool_choice": "required"})")),
+      ApiKind::kChat, Limits());
+  ASSERT_TRUE(with_defs.ok()) << with_defs.status();
+  auto accepts = [&](const std::string& text) {
+    JsonSchemaState state(with_defs->tool_arguments.get());
+    for (char c : text) {
+      if (!state.Step(static_cast<uint8_t>(c))) return false;
+    }
+    return state.complete();
+  };
+  // (This test's nlohmann::json sorts the keys: "again" comes before "p", "n" before "q".)
+  EXPECT_TRUE(
+      accepts(R"([{"name": "g", "arguments": {"again": {"p": {}}, "p": {"q": {"n": 1}}}}])"));
+  EXPECT_TRUE(accepts(R"([{"name": "f", "arguments": {"a": 2}}, {"name": "g", "arguments": {}}])"));
+  EXPECT_FALSE(accepts(R"([{"name": "g", "arguments": {"a": 2}}])"));
+  EXPECT_FALSE(accepts(R"([{"name": "f", "arguments": {"p": {}}}])"));
+  EXPECT_FALSE(accepts("[]"));
+
+  const std::string twice = absl::StrReplaceAll(tools, {{R"("name": "g")", R"("name": "f")"}});
+  auto refused = ParseOpenAiRequest(
+      json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", twice,
+                               R"(, "tool_choice": "required"})")),
+      ApiKind::kChat, Limits());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(ParamOf(refused.status()), "tool_choice");
+  EXPECT_NE(refused.status().message().find("two are named 'f'"), std::string::npos)
+      << refused.status();
 }
 
 TEST(OpenAiRequestTest, NamesTheBadElementOrRole) {
