@@ -182,7 +182,11 @@ void ChatOutputParser::EmitCall(const std::string& body, bool closed, ChatDelta*
 void ChatOutputParser::EmitWholeContent(ChatDelta* out) {
   std::string text = std::move(tool_buffer_);
   tool_buffer_.clear();
-  if (forced_call()) {
+  if (forced_call()) {  // the arguments, or (cut short by max_tokens or a stop string) content
+    if (!ParseModelJson(text).is_object()) {
+      out->content += text;
+      return;
+    }
     out->tool_calls.push_back({NewToolCallId(), options_.forced_function, std::move(text)});
     ++tool_calls_emitted_;
     return;

@@ -41,7 +41,7 @@ class ChatOutputParser {
     bool reasoning = false;   // --reasoning-parser qwen3
     bool tool_calls = false;  // the request has tools and tool_choice is not "none"
     // A named tool_choice: the content is that function's arguments (the output was constrained
-    // to them), one call given whole at the end.
+    // to them), one call given whole at the end (or as content if it was cut short).
     std::string forced_function = {};
     // tool_choice "required": the content is a list of {"name", "arguments"} calls (the output
     // was constrained to one), given whole at the end (or as content if it was cut short).

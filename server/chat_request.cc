@@ -192,6 +192,10 @@ absl::Status ReadTools(const json& body, ChatFields* out) {
     if (const json* d = Field(*function, "description"); d != nullptr && !d->is_string()) {
       return Invalid("tools", absl::StrCat(at, ".function.description must be a string"));
     }
+    if (const json* strict = Field(*function, "strict");
+        strict != nullptr && !strict->is_boolean()) {
+      return Invalid("tools", absl::StrCat(at, ".function.strict must be true or false"));
+    }
     if (const json* p = Field(*function, "parameters"); p != nullptr && !p->is_object()) {
       return Invalid("tools", absl::StrCat(at,
                                            ".function.parameters must be a JSON Schema "
@@ -221,17 +225,19 @@ absl::Status ReadToolChoice(const json& body, ChatFields* out) {
       out->tool_choice.mode = ToolChoice::Mode::kRequired;
       return absl::OkStatus();
     }
-    return FieldError("tool_choice", absl::StrCat("must be \"auto\", \"none\" or {\"type\": "
-                                                  "\"function\", \"function\": {\"name\"}}, got ",
-                                                  Describe(*choice)));
+    return FieldError("tool_choice",
+                      absl::StrCat("must be \"auto\", \"none\", \"required\" or {\"type\": "
+                                   "\"function\", \"function\": {\"name\"}}, got ",
+                                   Describe(*choice)));
   }
   const json* function = choice->is_object() ? Field(*choice, "function") : nullptr;
   const json* name =
       function != nullptr && function->is_object() ? Field(*function, "name") : nullptr;
   if (name == nullptr || !name->is_string()) {
-    return FieldError("tool_choice", absl::StrCat("must be \"auto\", \"none\" or {\"type\": "
-                                                  "\"function\", \"function\": {\"name\"}}, got ",
-                                                  Describe(*choice)));
+    return FieldError("tool_choice",
+                      absl::StrCat("must be \"auto\", \"none\", \"required\" or {\"type\": "
+                                   "\"function\", \"function\": {\"name\"}}, got ",
+                                   Describe(*choice)));
   }
   const std::string wanted = name->get<std::string>();
   bool found = false;

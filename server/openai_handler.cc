@@ -50,8 +50,8 @@ std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
   ChatOutputParser::Options o;
   o.reasoning = !options.reasoning_parser.empty();
   o.tool_calls = api.chat.has_tools && api.chat.tool_choice.mode != ToolChoice::Mode::kNone;
-  if (api.chat.tool_choice.mode == ToolChoice::Mode::kNamed) {
-    o.forced_function = api.chat.tool_choice.function;
+  if (api.chat.tool_choice.mode == ToolChoice::Mode::kNamed && api.tool_arguments != nullptr) {
+    o.forced_function = api.chat.tool_choice.function;  // constrained to its arguments
   }
   o.required_calls = api.chat.tool_choice.mode == ToolChoice::Mode::kRequired;
   if (!o.reasoning && !o.tool_calls) return std::nullopt;

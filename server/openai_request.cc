@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <set>
 
@@ -395,7 +394,11 @@ absl::StatusOr<Parameters> ParametersOf(const json& function) {
 }
 
 // `schema`'s local references ("#", "#/$defs/...", "#/definitions/...") as they read once its
-// root is the definition `prefix` of a larger schema and its own definitions `prefix`.name.
+// root is the definition `prefix` of a larger schema, its "$defs" there `prefix`.name and its
+// "definitions" `prefix`:name.
+constexpr std::pair<const char*, const char*> kDefinitionKeywords[] = {{"$defs", "."},
+                                                                       {"definitions", ":"}};
+
 void MoveReferences(json& schema, const std::string& prefix) {
   if (schema.is_array()) {
     for (json& item : schema) MoveReferences(item, prefix);
@@ -408,9 +411,11 @@ void MoveReferences(json& schema, const std::string& prefix) {
       continue;
     }
     const std::string ref = value;
-    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
-      if (ref.starts_with(defs))
-        value = absl::StrCat("#/$defs/", prefix, ".", ref.substr(strlen(defs)));
+    for (const auto& [defs, separator] : kDefinitionKeywords) {
+      const std::string from = absl::StrCat("#/", defs, "/");
+      if (ref.starts_with(from)) {
+        value = absl::StrCat("#/$defs/", prefix, separator, ref.substr(from.size()));
+      }
     }
     if (ref == "#") value = absl::StrCat("#/$defs/", prefix);
   }
@@ -434,10 +439,10 @@ absl::StatusOr<std::shared_ptr<const JsonSchema>> RequiredCalls(const ChatFields
     const std::string prefix = absl::StrCat("tool", calls.size());
     json& parameters = arguments.schema;
     MoveReferences(parameters, prefix);
-    for (const char* defs : {"$defs", "definitions"}) {
+    for (const auto& [defs, separator] : kDefinitionKeywords) {
       if (!parameters.contains(defs)) continue;
       for (auto& [key, value] : parameters[defs].items()) {
-        definitions[absl::StrCat(prefix, ".", key)] = std::move(value);
+        definitions[absl::StrCat(prefix, separator, key)] = std::move(value);
       }
       parameters.erase(defs);
     }
@@ -474,8 +479,14 @@ absl::Status ReadToolArguments(OpenAiRequest* out) {
   for (const json& tool : out->chat.render.tools) {
     const json& function = tool.at("function");
     if (function.at("name") != choice.function) continue;
-    ASSIGN_OR_RETURN(Parameters arguments, ParametersOf(function));
-    out->tool_arguments = std::move(arguments.compiled);
+    absl::StatusOr<Parameters> arguments = ParametersOf(function);
+    if (arguments.ok()) {
+      out->tool_arguments = std::move(arguments->compiled);
+    } else if (function.value("strict", false)) {
+      return arguments.status();
+    }
+    // Not strict, and parameters the constraint cannot take: the choice is rendered, the output
+    // not constrained, as OpenAI treats a function without "strict" (best effort).
     return absl::OkStatus();
   }
   return FieldError("tool_choice",

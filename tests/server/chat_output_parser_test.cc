@@ -124,6 +124,10 @@ TEST(ChatOutputParserTest, AForcedFunctionTakesTheWholeContent) {
   EXPECT_EQ(parser.tool_calls_emitted(), 1);
   // Text that looks like a Hermes block is still the arguments.
   ExpectSplitInvariant(forced, "{\"a\": \"<tool_call>\"}");
+  // Cut short (max_tokens, a stop string): not a call, the text as content.
+  const ChatDelta cut = Collect(forced, {"{\"city\": \"Par"});
+  EXPECT_TRUE(cut.tool_calls.empty());
+  EXPECT_EQ(cut.content, "{\"city\": \"Par");
 }
 
 // tool_choice "required": the output was constrained to a list of calls, each becoming one; a

@@ -160,10 +160,21 @@ TEST_F(HttpChatTest, ANamedToolChoiceConstrainsTheOutputToItsArguments) {
   EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris"})");
   EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "stop");
 
-  // Parameters the constraint cannot take: a 400 naming the keyword.
+  // Parameters the constraint cannot take: not constrained (best effort, as OpenAI treats a
+  // function without "strict"), the model's Hermes blocks parsed as without a tool_choice; with
+  // "strict": true a 400 naming the keyword.
   json minimum = kWeatherTool;
   minimum["function"]["parameters"]["properties"]["days"] = {{"type", "integer"}, {"minimum", 1}};
+  body = Says(kCallingOutput, body);
   body["stream"] = false;
+  body["tools"] = {minimum};
+  const auto unconstrained = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(unconstrained.status, 200) << unconstrained.body;
+  EXPECT_EQ(backend_.last_request.sampling.json_schema, nullptr);
+  EXPECT_EQ(unconstrained.body["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(unconstrained.body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            R"({"city": "Paris"})");
+  minimum["function"]["strict"] = true;
   body["tools"] = {minimum};
   const auto refused = PostJson(*client_, "/v1/chat/completions", body);
   ASSERT_EQ(refused.status, 400) << refused.body;

@@ -136,6 +136,25 @@ TEST(OpenAiRequestTest, ToolsToolCallsAndTemplateSwitches) {
       }
     }
   }
+  // Parameters the constraint cannot take: unconstrained unless the function is strict (400).
+  for (const char* strict : {"", R"(, "strict": false)", R"(, "strict": true)"}) {
+    auto s = ParseOpenAiRequest(
+        json::parse(absl::StrCat(
+            R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",)",
+            R"( "function": {"name": "f", "parameters": {"type": "object", "properties": )",
+            R"({"d": {"type": "string", "format": "date"}}})", strict,
+            R"(}}], "tool_choice": {"type": "function", "function": {"name": "f"}}})")),
+        ApiKind::kChat, Limits());
+    if (std::string(strict).find("true") == std::string::npos) {
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->tool_arguments, nullptr);
+      EXPECT_EQ(s->chat.tool_choice.mode, ToolChoice::Mode::kNamed);
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(ParamOf(s.status()), "tool_choice");
+      EXPECT_NE(s.status().message().find("keyword \"format\""), std::string::npos) << s.status();
+    }
+  }
 }
 
 // tool_choice "required": a list of calls to the tools (at most one without parallel calls).
@@ -191,6 +210,27 @@ TEST(OpenAiRequestTest, RequiredToolChoiceIsAListOfCalls) {
   EXPECT_FALSE(accepts(R"([{"name": "g", "arguments": {"a": 2}}])"));
   EXPECT_FALSE(accepts(R"([{"name": "f", "arguments": {"p": {}}}])"));
   EXPECT_FALSE(accepts("[]"));
+
+  // "$defs" and "definitions" with the same name stay two definitions.
+  const std::string both = absl::StrReplaceAll(
+      tools, {{R"({"name": "g"})", R"({"name": "g", "parameters": {"type": "object",
+          "properties": {"a": {"$ref": "#/$defs/T"}, "b": {"$ref": "#/definitions/T"}},
+          "required": ["a", "b"], "$defs": {"T": {"type": "string"}},
+          "definitions": {"T": {"type": "integer"}}}})"}});
+  auto with_both = ParseOpenAiRequest(
+      json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", both,
+                               R"(, "tool_choice": "required"})")),
+      ApiKind::kChat, Limits());
+  ASSERT_TRUE(with_both.ok()) << with_both.status();
+  auto both_accept = [&](const std::string& text) {
+    JsonSchemaState state(with_both->tool_arguments.get());
+    for (char c : text) {
+      if (!state.Step(static_cast<uint8_t>(c))) return false;
+    }
+    return state.complete();
+  };
+  EXPECT_TRUE(both_accept(R"([{"name": "g", "arguments": {"a": "s", "b": 2}}])"));
+  EXPECT_FALSE(both_accept(R"([{"name": "g", "arguments": {"a": 1, "b": 2}}])"));
 
   const std::string twice = absl::StrReplaceAll(tools, {{R"("name": "g")", R"("name": "f")"}});
   auto refused = ParseOpenAiRequest(
