@@ -70,6 +70,15 @@ class HttpChatTest : public ::testing::Test {
   std::unique_ptr<httplib::Client> client_;
 };
 
+// A choice that is one call of get_weather for Paris and nothing else.
+void ExpectTheWeatherCall(const json& choice, const std::string& finish_reason) {
+  EXPECT_EQ(choice["finish_reason"], finish_reason);
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Paris"})");
+}
+
 constexpr char kCallingOutput[] =
     "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
     "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
@@ -138,12 +147,7 @@ TEST_F(HttpChatTest, ANamedToolChoiceConstrainsTheOutputToItsArguments) {
   // The parameters' one property, "city", a string.
   EXPECT_EQ(schema->node(0).kind, JsonSchema::Kind::kObject);
   EXPECT_EQ(schema->node(0).literals, std::vector<std::string>{"\"city\""});
-  const json& choice = r.body["choices"][0];
-  EXPECT_EQ(choice["finish_reason"], "stop");
-  EXPECT_TRUE(choice["message"]["content"].is_null());
-  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
-  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
-  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Paris"})");
+  ExpectTheWeatherCall(r.body["choices"][0], "stop");
 
   body["stream"] = true;
   const auto s = PostStream(*client_, "/v1/chat/completions", body);
@@ -197,12 +201,7 @@ TEST_F(HttpChatTest, RequiredToolChoiceConstrainsTheOutputToCalls) {
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_NE(backend_.last_request.sampling.json_schema, nullptr);
   EXPECT_EQ(backend_.last_request.sampling.json_schema->node(0).kind, JsonSchema::Kind::kArray);
-  const json& choice = r.body["choices"][0];
-  EXPECT_EQ(choice["finish_reason"], "tool_calls");
-  EXPECT_TRUE(choice["message"]["content"].is_null());
-  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
-  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
-  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Paris"})");
+  ExpectTheWeatherCall(r.body["choices"][0], "tool_calls");
 }
 
 TEST_F(HttpChatTest, ToolResultsAndThinkingSwitchReachTheTemplate) {

@@ -20,6 +20,15 @@ RequestLimits Limits() {
   return limits;
 }
 
+// Whether `schema` takes all of `text` as one whole instance.
+bool Takes(const JsonSchema& schema, const std::string& text) {
+  JsonSchemaState state(&schema);
+  for (char c : text) {
+    if (!state.Step(static_cast<uint8_t>(c))) return false;
+  }
+  return state.complete();
+}
+
 TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
   const json body = json::parse(R"({
     "model": "m", "prompt": "hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
@@ -163,23 +172,23 @@ TEST(OpenAiRequestTest, RequiredToolChoiceIsAListOfCalls) {
       R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
           "properties": {"a": {"type": "integer"}}}}},
                    {"type": "function", "function": {"name": "g"}}])";
-  auto parse = [&](const std::string& rest) {
+  auto parse = [&](const std::string& rest, const std::string& tool_list) {
     return ParseOpenAiRequest(
-        json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", tools,
+        json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", tool_list,
                                  R"(, "tool_choice": "required")", rest, "}")),
         ApiKind::kChat, Limits());
   };
-  auto r = parse("");
+  auto r = parse("", tools);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->chat.tool_choice.mode, ToolChoice::Mode::kRequired);
   ASSERT_NE(r->tool_arguments, nullptr);
   EXPECT_EQ(r->tool_arguments->node(0).kind, JsonSchema::Kind::kArray);
   EXPECT_EQ(r->tool_arguments->node(0).min_items, 1);
   EXPECT_EQ(r->tool_arguments->node(0).max_items, -1);
-  r = parse(R"(, "parallel_tool_calls": false)");
+  r = parse(R"(, "parallel_tool_calls": false)", tools);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->tool_arguments->node(0).max_items, 1);
-  r = parse(R"(, "parallel_tool_calls": 1)");
+  r = parse(R"(, "parallel_tool_calls": 1)", tools);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(ParamOf(r.status()), "parallel_tool_calls");
 
@@ -191,18 +200,9 @@ TEST(OpenAiRequestTest, RequiredToolChoiceIsAListOfCalls) {
           "$defs": {"P": {"type": "object", "properties": {"q": {"$ref": "#/$defs/P"},
                                                           "n": {"type": "integer"}}}}}})"}});
   ASSERT_NE(defined, tools);
-  auto with_defs = ParseOpenAiRequest(
-      json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", defined,
-                               R"(, "tool_choice": "required"})")),
-      ApiKind::kChat, Limits());
+  auto with_defs = parse("", defined);
   ASSERT_TRUE(with_defs.ok()) << with_defs.status();
-  auto accepts = [&](const std::string& text) {
-    JsonSchemaState state(with_defs->tool_arguments.get());
-    for (char c : text) {
-      if (!state.Step(static_cast<uint8_t>(c))) return false;
-    }
-    return state.complete();
-  };
+  auto accepts = [&](const std::string& text) { return Takes(*with_defs->tool_arguments, text); };
   // (This test's nlohmann::json sorts the keys: "again" comes before "p", "n" before "q".)
   EXPECT_TRUE(
       accepts(R"([{"name": "g", "arguments": {"again": {"p": {}}, "p": {"q": {"n": 1}}}}])"));
@@ -217,26 +217,16 @@ TEST(OpenAiRequestTest, RequiredToolChoiceIsAListOfCalls) {
           "properties": {"a": {"$ref": "#/$defs/T"}, "b": {"$ref": "#/definitions/T"}},
           "required": ["a", "b"], "$defs": {"T": {"type": "string"}},
           "definitions": {"T": {"type": "integer"}}}})"}});
-  auto with_both = ParseOpenAiRequest(
-      json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", both,
-                               R"(, "tool_choice": "required"})")),
-      ApiKind::kChat, Limits());
+  auto with_both = parse("", both);
   ASSERT_TRUE(with_both.ok()) << with_both.status();
   auto both_accept = [&](const std::string& text) {
-    JsonSchemaState state(with_both->tool_arguments.get());
-    for (char c : text) {
-      if (!state.Step(static_cast<uint8_t>(c))) return false;
-    }
-    return state.complete();
+    return Takes(*with_both->tool_arguments, text);
   };
   EXPECT_TRUE(both_accept(R"([{"name": "g", "arguments": {"a": "s", "b": 2}}])"));
   EXPECT_FALSE(both_accept(R"([{"name": "g", "arguments": {"a": 1, "b": 2}}])"));
 
   const std::string twice = absl::StrReplaceAll(tools, {{R"("name": "g")", R"("name": "f")"}});
-  auto refused = ParseOpenAiRequest(
-      json::parse(absl::StrCat(R"({"messages": [{"role": "user", "content": "x"}], )", twice,
-                               R"(, "tool_choice": "required"})")),
-      ApiKind::kChat, Limits());
+  auto refused = parse("", twice);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(ParamOf(refused.status()), "tool_choice");
   EXPECT_NE(refused.status().message().find("two are named 'f'"), std::string::npos)
