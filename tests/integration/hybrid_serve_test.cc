@@ -33,6 +33,7 @@ std::filesystem::path LogDir() {
   static const std::filesystem::path dir = [] {
     auto d = std::filesystem::temp_directory_path() /
              ("ridge_hybrid_serve_test_" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);  // an earlier process's of this pid: its logs and sessions
     std::filesystem::create_directories(d);
     return d;
   }();

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -31,57 +30,11 @@ class ServerProcess {
   // the log in *error) when it does not become ready within `timeout`. `ready` asks the server
   // on its port (default: plain HTTP GET /ready answers 200, each try given 2 s, so that one
   // lost connection cannot use up the whole wait; the last answer goes into *error).
-  //
-  // A server that logs that it serves and is then never ready is started once more: CI met
-  // that twice in hundreds of runs (a CPU hybrid_serve_test server the probes could not connect
-  // to), which no run here reproduced. What the first try saw goes to stderr (the test's log), with
-  // whether the system lists its port as listening, and its log stays beside `log` (".first").
   static std::unique_ptr<ServerProcess> Start(
       const std::string& binary, const std::vector<std::string>& args,
       const std::filesystem::path& log, std::string* error,
       std::chrono::seconds timeout = std::chrono::seconds(60),
       std::function<bool(int port)> ready = nullptr) {
-    int never_ready_port = 0;
-    auto server = StartOnce(binary, args, log, error, timeout, ready, &never_ready_port);
-    if (server != nullptr || never_ready_port == 0) return server;
-    std::fprintf(stderr,
-                 "ServerProcess: never ready on port %d (listed as listening: %s); starting it "
-                 "once more. %s\n",
-                 never_ready_port, ListedAsListening(never_ready_port) ? "yes" : "no",
-                 error->c_str());
-    std::filesystem::copy_file(log, log.string() + ".first",
-                               std::filesystem::copy_options::overwrite_existing);
-    return StartOnce(binary, args, log, error, timeout, ready, &never_ready_port);
-  }
-
-  // Whether /proc/net/tcp or tcp6 lists a socket listening on `port`.
-  static bool ListedAsListening(int port) {
-    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-      std::ifstream in(table);
-      std::string line;
-      std::getline(in, line);  // the header
-      while (std::getline(in, line)) {
-        std::istringstream fields(line);
-        std::string slot, local, remote, state;
-        fields >> slot >> local >> remote >> state;
-        const size_t colon = local.rfind(':');
-        if (colon == std::string::npos || state != "0A") continue;  // 0A: LISTEN
-        if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  // One start; *never_ready_port is the port of a server that logged that it serves and was not
-  // ready in time (killed), 0 otherwise.
-  static std::unique_ptr<ServerProcess> StartOnce(const std::string& binary,
-                                                  const std::vector<std::string>& args,
-                                                  const std::filesystem::path& log,
-                                                  std::string* error, std::chrono::seconds timeout,
-                                                  std::function<bool(int port)> ready,
-                                                  int* never_ready_port) {
-    *never_ready_port = 0;
     std::string last_answer = "none";
     if (!ready) {
       ready = [&last_answer](int port) {
@@ -101,6 +54,10 @@ class ServerProcess {
     std::vector<char*> argv;
     for (auto& s : argv_strings) argv.push_back(s.data());
     argv.push_back(nullptr);
+    // Emptied here, before the child starts: read before the child truncated it, a log left by an
+    // earlier server at this path (a directory named by a reused pid) gave that server's port,
+    // and this one was then never ready (a fresh clone met it twice: "no answer: Connection").
+    std::ofstream(log, std::ios::trunc).close();
     const pid_t pid = fork();
     if (pid == 0) {
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -127,12 +84,13 @@ class ServerProcess {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    *error = "server not ready in time (last /ready: " + last_answer + "):\n" + server->Log();
-    *never_ready_port = server->port_;
-    return nullptr;  // (its destructor kills it)
+    *error = "server not ready in time (last /ready: " + last_answer + "; port " +
+             std::to_string(server->port_) +
+             " listed as listening: " + (ListedAsListening(server->port_) ? "yes" : "no") + "):\n" +
+             server->Log();
+    return nullptr;
   }
 
- public:
   ~ServerProcess() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
@@ -141,6 +99,24 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+
+  // Whether /proc/net/tcp or tcp6 lists a socket listening on `port`.
+  static bool ListedAsListening(int port) {
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+      std::ifstream in(table);
+      std::string line;
+      std::getline(in, line);  // the header
+      while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string slot, local, remote, state;
+        fields >> slot >> local >> remote >> state;
+        const size_t colon = local.rfind(':');
+        if (colon == std::string::npos || state != "0A") continue;  // 0A: LISTEN
+        if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) return true;
+      }
+    }
+    return false;
+  }
   void Signal(int signal_number) { kill(pid_, signal_number); }
 
   // Waits for exit; the exit code, or -1 on timeout / abnormal exit.
