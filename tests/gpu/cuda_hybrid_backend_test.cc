@@ -361,6 +361,7 @@ TEST(CudaHybridSamplingTest, HostRowsBesideDeviceRows) {
     picks[i] = {.sampler = samplers[i].get(),
                 .uniform = 0.25 + 0.2 * i,
                 .prompt = prompts[i],
+                .generated = {},
                 .logprobs = true,
                 .top_logprobs = 2};
   }
