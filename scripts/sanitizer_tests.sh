@@ -3,8 +3,10 @@
 # UndefinedBehaviorSanitizer (build-asan/; leaks and any undefined behaviour fail), then the
 # engine's, the HTTP server's and the tensor-parallel ranks' threaded tests under
 # ThreadSanitizer (build-tsan/; one OpenMP thread: libgomp itself is not instrumented, so its
-# barriers would be reported). The presets are in CMakePresets.json. scripts/test.sh runs this after the plain suite; about 12 minutes on 2
-# cores from nothing, less with ccache.
+# barriers would be reported). The presets are in CMakePresets.json: -O1 -g1 (line tables), which
+# halves the compile time of -O2 -g and still names the file and line of every frame in a report.
+# scripts/test.sh runs this after the plain suite; on 2 cores from nothing (no ccache), about 22
+# minutes to build and 3.5 to run under ASan-UBSan, 6 and 1.5 under TSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
