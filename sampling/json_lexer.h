@@ -10,7 +10,9 @@ inline bool IsJsonWhitespace(uint8_t c) { return c == ' ' || c == '\t' || c == '
 inline bool IsJsonDigit(uint8_t c) { return c >= '0' && c <= '9'; }
 
 // A string after its opening quote: valid UTF-8 (no overlong forms, no surrogates, nothing above
-// U+10FFFF), no raw control characters, the RFC's escapes (\u with any four hex digits).
+// U+10FFFF), no raw control characters, the RFC's escapes, \u with four hex digits whose UTF-16
+// surrogates come in pairs (\uD83D\uDE00; a lone one is no character, and parsers such as
+// nlohmann::json and serde_json refuse it, though the RFC's grammar and Python's json take it).
 class JsonStringLexer {
  public:
   enum class Result : uint8_t { kFail, kMore, kClosed };
@@ -23,12 +25,22 @@ class JsonStringLexer {
 
  private:
   enum class Phase : uint8_t {
-    kBody,     // between characters
-    kEscape,   // after '\'
-    kUnicode,  // in \uXXXX: count_ hex digits to come
-    kUtf8,     // in a character of several bytes: count_ more, the next in [low_, high_]
+    kBody,           // between characters
+    kEscape,         // after '\'
+    kUnicode,        // in \uXXXX: count_ hex digits to come; surrogate_ what they may be
+    kUtf8,           // in a character of several bytes: count_ more, the next in [low_, high_]
+    kPairBackslash,  // after a high surrogate's \uXXXX: the '\' of its low one
+    kPairU,          // then its 'u'
+  };
+  // In kUnicode: what its digits so far allow (kAny: the first unit of a character).
+  enum class Surrogate : uint8_t {
+    kAny,          // any unit but a low surrogate
+    kAfterD,       // the first digit was 'D': a surrogate if the second is 8-F
+    kHigh,         // a high surrogate (D800-DBFF): a low one must follow
+    kLowRequired,  // the second unit of a pair: DC00-DFFF
   };
   Phase phase_ = Phase::kBody;
+  Surrogate surrogate_ = Surrogate::kAny;
   uint8_t count_ = 0;
   uint8_t low_ = 0, high_ = 0;
 };
@@ -80,6 +92,7 @@ inline JsonStringLexer::Result JsonStringLexer::Step(uint8_t c) {
     case Phase::kEscape:
       if (c == 'u') {
         phase_ = Phase::kUnicode;
+        surrogate_ = Surrogate::kAny;
         count_ = 4;
         return Result::kMore;
       }
@@ -88,11 +101,36 @@ inline JsonStringLexer::Result JsonStringLexer::Step(uint8_t c) {
                      c == 't'
                  ? Result::kMore
                  : Result::kFail;
-    case Phase::kUnicode:
+    case Phase::kUnicode: {
       if (!(IsJsonDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
         return Result::kFail;
       }
-      if (--count_ == 0) phase_ = Phase::kBody;
+      const uint8_t digit = IsJsonDigit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+      if (count_ == 4) {  // the first digit
+        if (surrogate_ == Surrogate::kLowRequired && digit != 0xD) return Result::kFail;
+        if (surrogate_ == Surrogate::kAny && digit == 0xD) surrogate_ = Surrogate::kAfterD;
+      } else if (count_ == 3) {  // the second: D8-DB a high surrogate, DC-DF a low one
+        if (surrogate_ == Surrogate::kLowRequired && digit < 0xC) return Result::kFail;
+        if (surrogate_ == Surrogate::kAfterD) {
+          if (digit >= 0xC) return Result::kFail;  // a low surrogate with no high one before
+          surrogate_ = digit >= 0x8 ? Surrogate::kHigh : Surrogate::kAny;
+        }
+      }
+      if (--count_ == 0) {
+        phase_ = surrogate_ == Surrogate::kHigh ? Phase::kPairBackslash : Phase::kBody;
+        surrogate_ = Surrogate::kAny;
+      }
+      return Result::kMore;
+    }
+    case Phase::kPairBackslash:
+      if (c != '\\') return Result::kFail;
+      phase_ = Phase::kPairU;
+      return Result::kMore;
+    case Phase::kPairU:
+      if (c != 'u') return Result::kFail;
+      phase_ = Phase::kUnicode;
+      surrogate_ = Surrogate::kLowRequired;
+      count_ = 4;
       return Result::kMore;
     case Phase::kUtf8:
       if (c < low_ || c > high_) return Result::kFail;
@@ -132,6 +170,7 @@ inline JsonStringLexer::Result JsonStringLexer::Step(uint8_t c) {
 inline uint32_t JsonStringLexer::key() const {
   uint32_t k = static_cast<uint32_t>(phase_);
   if (phase_ == Phase::kUnicode || phase_ == Phase::kUtf8) k |= uint32_t{count_} << 8;
+  if (phase_ == Phase::kUnicode) k |= static_cast<uint32_t>(surrogate_) << 16;
   if (phase_ == Phase::kUtf8) k |= uint32_t{low_} << 16 | uint32_t{high_} << 24;
   return k;
 }

@@ -3,8 +3,10 @@
 Python's json module (the reference) judges it, for tests/unit/json_constraint_test.cc.
 
 A text counts as a JSON object when it is valid UTF-8, json.loads takes it (with NaN and
-Infinity refused, as RFC 8259 does) and gives a dict, and it keeps the limits the constraint
-adds: no whitespace after the object, at most 48 whitespace bytes in a row, nesting at most 64.
+Infinity refused, as RFC 8259 does) and gives a dict whose strings are all Unicode (a \\u escape
+of a lone UTF-16 surrogate, which json.loads takes, is no character: such a string cannot be
+encoded as UTF-8, and strict parsers refuse it), and it keeps the limits the constraint adds: no
+whitespace after the object, at most 48 whitespace bytes in a row, nesting at most 64.
 Valid texts come from json.dumps of random values in several layouts; the rest are random edits
 of them (a byte dropped, inserted, replaced, or the text cut), each judged again by json.loads.
 
@@ -80,13 +82,35 @@ def longest_whitespace_run(data):
     return longest
 
 
+def strings_of(value):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings_of(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_of(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def all_unicode(value):
+    try:
+        for s in strings_of(value):
+            s.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
 def is_object(data):
     try:
         text = data.decode("utf-8")
         value = json.loads(text, parse_constant=refuse_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return False
-    return (isinstance(value, dict) and data[-1:] not in (b" ", b"\t", b"\n", b"\r")
+    return (isinstance(value, dict) and all_unicode(value)
+            and data[-1:] not in (b" ", b"\t", b"\n", b"\r")
             and depth_of(value) <= MAX_DEPTH and longest_whitespace_run(data) <= MAX_WHITESPACE_RUN)
 
 
@@ -116,6 +140,9 @@ def main():
     for text in [b'{}', b'{"a":-0}', b'{"a":01}', b'{"a":1.}', b'{"a":.5}', b'{"a":1e}',
                  b'{"a":1e+}', b'{"a":-}', b'{"a":1E-07}', b'{"a":tru}', b'{"a":nulll}',
                  b'{"a":"\\u00e9\\uD83D\\uDE00"}', b'{"a":"\\x"}', b'{"a":"\\u12G4"}',
+                 b'{"a":"\\uD83D"}', b'{"a":"\\uDE00"}', b'{"a":"\\uD83Dx"}', b'{"a":"\\ud83d\\u0041"}',
+                 b'{"\\uDBFF\\uDFFF":1}', b'{"a":"\\uD800\\uD800"}', b'{"a":"\\uDC00\\uD800"}',
+                 b'{"a":"\\uD7FF\\uE000"}',
                  b'{"a":"\xed\x9f\xbf"}', b'{"a":"\xed\xa0\x80"}', b'{"a":"\xe0\x9f\xbf"}',
                  b'{"a":"\xf4\x8f\xbf\xbf"}', b'{"a":"\xf4\x90\x80\x80"}', b'{"a":"\xc1\xbf"}',
                  b'{"a":[1,2,]}', b'{"a":1,}', b'{,}', b'{"a" "b"}', b'[1]', b'"x"', b'1',
