@@ -7,6 +7,17 @@
 #include "base/check.h"
 
 namespace ridge {
+namespace {
+
+// Steps `state` through `text` up to its first byte that does not fit; returns how many did.
+template <typename State>
+size_t StepWhileFitting(State& state, std::string_view text) {
+  size_t n = 0;
+  while (n < text.size() && state.Step(static_cast<uint8_t>(text[n]))) ++n;
+  return n;
+}
+
+}  // namespace
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary,
                                std::vector<int32_t> end_ids,
@@ -83,6 +94,22 @@ void JsonConstraint::Accept(int32_t token) {
         }
       },
       state_);
+}
+
+size_t JsonConstraint::AcceptPrefix(std::string_view text) {
+  auto state = state_;
+  const size_t fitting = std::visit([&](auto& s) { return StepWhileFitting(s, text); }, state);
+  if (fitting == text.size()) state_ = std::move(state);
+  return fitting;
+}
+
+size_t JsonStartFitting(const JsonSchema* schema, std::string_view text) {
+  if (schema == nullptr) {
+    JsonByteState state;
+    return StepWhileFitting(state, text);
+  }
+  JsonSchemaState state(schema);
+  return StepWhileFitting(state, text);
 }
 
 }  // namespace ridge

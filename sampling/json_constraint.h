@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -35,6 +36,10 @@ class JsonConstraint {
   int32_t MaskLogits(std::span<float> logits);
   // Moves past `token`, which MaskLogits allowed (an end token moves nothing).
   void Accept(int32_t token);
+  // Moves past `text`, written before the output (the start of the object), and returns
+  // text.size(); or, when no instance begins so, returns how many of its bytes could begin one
+  // and leaves the constraint where it was. Before the first token only.
+  size_t AcceptPrefix(std::string_view text);
 
   bool complete() const;
 
@@ -47,5 +52,9 @@ class JsonConstraint {
   TokenBits end_bits_;                        // the same as bits
   std::variant<JsonByteState, JsonSchemaState> state_;
 };
+
+// How many bytes of `text`, from its first, could begin an instance (of `schema`, or when it is
+// null of any object): text.size() when all of them could.
+size_t JsonStartFitting(const JsonSchema* schema, std::string_view text);
 
 }  // namespace ridge

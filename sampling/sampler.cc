@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise.h"
@@ -99,6 +101,14 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
     json = std::make_unique<JsonConstraint>(params.json_output,
                                             std::vector<int32_t>(end_ids.begin(), end_ids.end()),
                                             params.json_schema);
+    const std::string_view prefix = params.json_prefix;
+    if (const size_t fitting = json->AcceptPrefix(prefix); fitting < prefix.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("JSON output: no instance begins with the text it is to go on from; its "
+                       "first ",
+                       fitting, " bytes could begin one, not the byte after them, '",
+                       absl::CEscape(std::string(prefix.substr(fitting, 1))), "'"));
+    }
   }
   uint64_t seed;
   if (params.seed.has_value()) {

@@ -84,6 +84,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
   if (params.json_schema != nullptr && params.json_output == nullptr) {
     return absl::InvalidArgumentError("JSON output: a schema without the vocabulary's bytes");
   }
+  if (!params.json_prefix.empty() && params.json_output == nullptr) {
+    return absl::InvalidArgumentError("JSON output: a start of the object without a constraint");
+  }
   if (params.json_output != nullptr && params.json_output->vocab_size() != vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("JSON output: its vocabulary has ",
                                                    params.json_output->vocab_size(),

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct SamplingParams {
   // Set beside json_output: the object is an instance of this schema (response_format
   // json_schema, sampling/json_schema.h), not any object.
   std::shared_ptr<const JsonSchema> json_schema = nullptr;
+  // Beside json_output: the object has begun with this text before the output (a chat's final
+  // message continued, continue_final_message), and the output is the rest of it.
+  std::string json_prefix = {};
 };
 
 inline constexpr size_t kMaxLogitBiasEntries = 1024;

@@ -5,10 +5,12 @@
 #include <mutex>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_nesting.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "sampling/json_constraint.h"
 #include "server/api_error.h"
 #include "server/chat_output_parser.h"
 #include "server/event_queue.h"
@@ -58,6 +60,38 @@ std::optional<ChatOutputParser> OutputParserFor(const OpenAiRequest& api,
   return ChatOutputParser(o);
 }
 
+// What a constrained output continuing the final message (continue_final_message) has written
+// of its JSON already: that message's text, which the constraint moves past before the first
+// token, if an instance of `schema` (null: any object) can begin so. A tool_choice constraint is
+// a call from its start, so it takes a final message without text only.
+absl::StatusOr<std::string> ConstrainedStart(const OpenAiRequest& api, const JsonSchema* schema,
+                                             const std::optional<std::string>& continued) {
+  if (!continued.has_value()) {
+    return FieldError("continue_final_message",
+                      "the chat template changes the final message's text, so where in the JSON "
+                      "the output would go on is not known; send the request without "
+                      "response_format, or without continue_final_message");
+  }
+  if (api.tool_arguments != nullptr && !continued->empty()) {
+    return FieldError("continue_final_message",
+                      "the final message has text, but tool_choice constrains the output to a "
+                      "tool call from its start; send the final message without text, or "
+                      "tool_choice \"auto\"");
+  }
+  const std::string_view text = *continued;
+  if (const size_t fitting = JsonStartFitting(schema, text); fitting < text.size()) {
+    return FieldError(
+        "continue_final_message",
+        absl::StrCat("the final message does not begin ",
+                     schema != nullptr ? "an instance of the response_format's schema"
+                                       : "a JSON object (response_format json_object)",
+                     ", so no output could complete it: its first ", fitting,
+                     " bytes could begin one, not the byte after them, '",
+                     absl::CEscape(std::string(text.substr(fitting, 1))), "'"));
+  }
+  return *continued;
+}
+
 }  // namespace
 
 OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokenizer,
@@ -76,7 +110,8 @@ OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokeni
   }
 }
 
-absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiRequest& api) const {
+absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(
+    const OpenAiRequest& api, std::optional<std::string>* continued) const {
   const char* param = api.kind == ApiKind::kChat ? "messages" : "prompt";
   std::vector<int32_t> ids;
   if (api.prompt_ids) {
@@ -92,7 +127,7 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(const OpenAiReques
                         "cannot be used: the tokenizer has no chat template "
                         "(tokenizer_config.json \"chat_template\"); use /v1/completions");
     }
-    auto text = chat_template_->Render(api.chat.render);
+    auto text = chat_template_->Render(api.chat.render, continued);
     if (!text.ok()) return WithParam(text.status(), param);
     // The template already wrote the special tokens it wants (BOS included).
     auto encoded = tokenizer_->Encode(*text, /*add_special_tokens=*/false);
@@ -142,7 +177,8 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                                                       options_->model_id, "'")),
                      "model");
   }
-  ASSIGN_OR_RETURN(p.engine.prompt, PromptIds(p.api));
+  std::optional<std::string> continued;  // the final message's text, continue_final_message
+  ASSIGN_OR_RETURN(p.engine.prompt, PromptIds(p.api, &continued));
   // States at the starts of the last turns of a chat prompt, besides its end: a request that
   // edits the last message, or renders an answer otherwise, still reuses the history before.
   if (kind == ApiKind::kChat && !p.api.prompt_ids && turn_start_.has_value()) {
@@ -169,6 +205,10 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
     p.engine.sampling.json_output = *std::move(vocabulary);
     p.engine.sampling.json_schema =
         p.api.tool_arguments != nullptr ? p.api.tool_arguments : p.api.json_schema;
+    if (kind == ApiKind::kChat && p.api.chat.render.continue_final_message) {
+      ASSIGN_OR_RETURN(p.engine.sampling.json_prefix,
+                       ConstrainedStart(p.api, p.engine.sampling.json_schema.get(), continued));
+    }
   }
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
   p.engine.cache_salt = p.api.cache_salt;

@@ -42,7 +42,10 @@ class OpenAiHandler {
   absl::StatusOr<Prepared> Prepare(ApiKind kind, const std::string& body) const;
 
  private:
-  absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api) const;
+  // The prompt's ids; for a chat with continue_final_message, `continued` gets the final
+  // message's text as the prompt ends with it (ChatTemplate::Render).
+  absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api,
+                                                 std::optional<std::string>* continued) const;
 
   GenerationBackend* backend_;
   const Tokenizer* tokenizer_;

@@ -74,7 +74,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view name,
   return t;
 }
 
-absl::StatusOr<std::string> ChatTemplate::Render(const ChatRenderInput& input) const {
+absl::StatusOr<std::string> ChatTemplate::Render(const ChatRenderInput& input,
+                                                 std::optional<std::string>* continued) const {
   if (!input.messages.is_array() || input.messages.empty()) {
     return Invalid(name_, "cannot render an empty conversation; send at least one message");
   }
@@ -168,6 +169,19 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ChatRenderInput& input) c
   } else {
     rendered->resize(tag_at);
     while (!rendered->empty() && IsSpace(rendered->back())) rendered->pop_back();
+  }
+  if (continued != nullptr) {
+    // From the final message's first non-space byte to the end, as the template wrote it; none
+    // when the template changed it (the prompt does not end with its text and spaces).
+    const size_t text_at = rendered->rfind(final_stripped);
+    if (final_stripped.empty()) {
+      *continued = std::string();
+    } else if (text_at != std::string::npos &&
+               Strip(std::string_view(*rendered).substr(text_at)) == final_stripped) {
+      *continued = rendered->substr(text_at);
+    } else {
+      *continued = std::nullopt;
+    }
   }
   return rendered;
 }

@@ -51,8 +51,12 @@ class ChatTemplate {
 
   // InvalidArgument for a conversation the template rejects (its raise_exception message), a
   // type error while rendering (with line and column), an empty conversation, or a
-  // continue_final_message whose final message the template does not reproduce.
-  absl::StatusOr<std::string> Render(const ChatRenderInput& input) const;
+  // continue_final_message whose final message the template does not reproduce. With
+  // continue_final_message, `continued` (if given) gets the final message's text as the prompt
+  // ends with it, from its first non-space byte: what the output goes on from (none when the
+  // template changed the text).
+  absl::StatusOr<std::string> Render(const ChatRenderInput& input,
+                                     std::optional<std::string>* continued = nullptr) const;
 
  private:
   ChatTemplate() = default;

@@ -3,7 +3,8 @@
 // order, each value's type, the enum); chat and completions, unary and streamed. The same
 // requests without the constraint have no such output. An anyOf of objects gives one of them,
 // whole. A named tool_choice gives that function's arguments, of its parameters' shape; tool_choice
-// "required" a list of calls. A schema keyword not implemented is a 400 naming it. (The random
+// "required" a list of calls. A final message continued (continue_final_message) is completed
+// to the schema's shape. A schema keyword not implemented is a 400 naming it. (The random
 // model spends many tokens on whitespace between tokens, up to the 48 bytes a run may have, and the
 // tiny tokenizer writes one byte a token: hence 1000 tokens.)
 #include <gtest/gtest.h>
@@ -266,6 +267,57 @@ TEST_F(HttpJsonSchemaTest, RequiredToolChoiceWritesCallsOfTheTools) {
     }
     EXPECT_GE(finished, 2);
   }
+}
+
+// continue_final_message: the output goes on from the final message's text, and the two together
+// have the schema's shape (unary and streamed). A final message no instance begins with, or one
+// with text where tool_choice constrains a call from its start, is a 400 naming the field.
+TEST_F(HttpJsonSchemaTest, AContinuedFinalMessageIsCompletedToTheSchemasShape) {
+  const std::string start = R"({"age": 4)";
+  auto continuing = [&](bool stream, const std::string& final_text) {
+    json body = Body("/v1/chat/completions", stream, kSchema);
+    body["messages"].push_back({{"role", "assistant"}, {"content", final_text}});
+    body["add_generation_prompt"] = false;
+    body["continue_final_message"] = true;
+    return body;
+  };
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "unary");
+    const auto [status, raw, texts, finish] =
+        testing::PostForChoices(*client_, "/v1/chat/completions", continuing(stream, start));
+    ASSERT_EQ(status, 200) << raw;
+    ASSERT_EQ(finish.size(), 4u);
+    int instances = 0;
+    for (const auto& [i, reason] : finish) {
+      if (reason != "stop") continue;
+      const std::string whole = start + texts.at(i);
+      EXPECT_TRUE(HasTheShape(whole)) << whole;
+      EXPECT_TRUE(std::to_string(json::parse(whole).value("age", 0)).starts_with("4")) << whole;
+      ++instances;
+    }
+    EXPECT_GE(instances, 2);
+  }
+
+  const auto wrong =
+      testing::PostJson(*client_, "/v1/chat/completions", continuing(false, R"({"name": "x")"));
+  ASSERT_EQ(wrong.status, 400) << wrong.body;
+  EXPECT_EQ(wrong.body["error"]["param"], "continue_final_message");
+  EXPECT_NE(wrong.body["error"]["message"].get<std::string>().find(
+                "its first 2 bytes could begin one, not the byte after them, 'n'"),
+            std::string::npos)
+      << wrong.body;
+
+  json call = continuing(false, start);
+  call.erase("response_format");
+  call["tools"] = {{{"type", "function"},
+                    {"function", {{"name", "record"}, {"parameters", json::parse(kSchema)}}}}};
+  call["tool_choice"] = {{"type", "function"}, {"function", {{"name", "record"}}}};
+  const auto refused = testing::PostJson(*client_, "/v1/chat/completions", call);
+  ASSERT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.body["error"]["param"], "continue_final_message");
+  call["messages"].back()["content"] = "";  // no text: the call starts with the output
+  const auto empty = testing::PostJson(*client_, "/v1/chat/completions", call);
+  ASSERT_EQ(empty.status, 200) << empty.body;
 }
 
 TEST_F(HttpJsonSchemaTest, AKeywordNotImplementedIsRefusedByName) {

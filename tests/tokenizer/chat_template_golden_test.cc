@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -32,10 +33,26 @@ std::optional<std::string> Token(const nlohmann::ordered_json& tokens, const cha
   return it->get<std::string>();
 }
 
+std::string Strip(std::string_view s) {
+  const size_t begin = s.find_first_not_of(" \t\n\r");
+  if (begin == std::string_view::npos) return "";
+  return std::string(s.substr(begin, s.find_last_not_of(" \t\n\r") - begin + 1));
+}
+
+// A message's text: its content, or the last text part of a list of them.
+std::string FinalText(const nlohmann::ordered_json& message) {
+  const auto& content = message["content"];
+  if (content.is_string()) return content;
+  for (auto it = content.rbegin(); it != content.rend(); ++it) {
+    if (it->is_object() && it->contains("text")) return (*it)["text"];
+  }
+  return "";
+}
+
 TEST(ChatTemplateGoldenTest, MatchesTransformers) {
   const auto golden = nlohmann::ordered_json::parse(ReadText(kDir / "golden.json"));
   const std::time_t now = golden["strftime_now_at"].get<std::time_t>();
-  int rendered = 0, refused = 0;
+  int rendered = 0, refused = 0, continued_cases = 0;
   for (const auto& t : golden["templates"]) {
     const std::string name = t["name"];
     SCOPED_TRACE(name);
@@ -54,7 +71,8 @@ TEST(ChatTemplateGoldenTest, MatchesTransformers) {
       input.continue_final_message = c["continue_final_message"];
       input.kwargs = c["kwargs"];
       input.now = now;
-      absl::StatusOr<std::string> prompt = tmpl->Render(input);
+      std::optional<std::string> continued;
+      absl::StatusOr<std::string> prompt = tmpl->Render(input, &continued);
       if (c.contains("error")) {
         EXPECT_FALSE(prompt.ok()) << "transformers failed with " << c["error"] << " but we gave\n"
                                   << *prompt;
@@ -67,10 +85,18 @@ TEST(ChatTemplateGoldenTest, MatchesTransformers) {
       ASSERT_TRUE(prompt.ok()) << prompt.status();
       EXPECT_EQ(*prompt, c["expected"].get<std::string>());
       ++rendered;
+      if (input.continue_final_message) {
+        // What the output goes on from: the final message's text, which the prompt ends with.
+        ASSERT_TRUE(continued.has_value());
+        EXPECT_TRUE(prompt->ends_with(*continued)) << *continued;
+        EXPECT_EQ(Strip(*continued), Strip(FinalText(input.messages.back())));
+        ++continued_cases;
+      }
     }
   }
   EXPECT_GE(rendered, 400);
   EXPECT_GE(refused, 20);
+  EXPECT_GE(continued_cases, 10);
 }
 
 std::string LocalDate(std::time_t at) {
@@ -99,6 +125,42 @@ TEST(ChatTemplateGoldenTest, StrftimeNowReadsTheGivenTimeElseTheClock) {
   const std::time_t after = std::time(nullptr);
   ASSERT_TRUE(today.ok()) << today.status();
   EXPECT_TRUE(*today == LocalDate(before) + "|hi" || *today == LocalDate(after) + "|hi") << *today;
+}
+
+// continue_final_message: the final message's text as the prompt ends with it, from its first
+// non-space byte; none when the template changed it (here its "a"s; an earlier message holds
+// the text unchanged, so the prompt still holds it).
+TEST(ChatTemplateGoldenTest, TheContinuedTextIsTheFinalMessagesAsWritten) {
+  struct Case {
+    const char* source;
+    const char* final_text;
+    std::optional<std::string> continued;
+  };
+  const Case cases[] = {
+      {"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", R"(  {"a": 1, )",
+       R"({"a": 1, )"},
+      {"{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}", " [1, \n",
+       "[1,"},
+      {"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}", "  ", ""},
+      {"{% for m in messages %}<{{ m.role }}>{% if m.role == 'user' %}{{ m.content }}{% else "
+       "%}{{ m.content | replace('a', 'b') }}{% endif %}{% endfor %}",
+       R"({"a)", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.source);
+    absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource("t", c.source);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    ChatRenderInput input;
+    input.messages = nlohmann::ordered_json::array();
+    input.messages.push_back({{"role", "user"}, {"content", R"({"a)"}});
+    input.messages.push_back({{"role", "assistant"}, {"content", c.final_text}});
+    input.add_generation_prompt = false;
+    input.continue_final_message = true;
+    std::optional<std::string> continued = "unset";
+    absl::StatusOr<std::string> prompt = tmpl->Render(input, &continued);
+    ASSERT_TRUE(prompt.ok()) << prompt.status();
+    EXPECT_EQ(continued, c.continued) << *prompt;
+  }
 }
 
 // The template's own refusals reach the caller with the template's message.

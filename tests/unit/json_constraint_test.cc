@@ -15,6 +15,8 @@
 #include <sstream>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -338,6 +340,81 @@ TEST(JsonSamplerTest, ARandomModelWritesTheSchemasShape) {
   EXPECT_GE(finished, 24);
   EXPECT_GE(pets, 1);  // both alternatives of the anyOf are met
   EXPECT_LT(pets, finished);
+}
+
+// An output that continues a given start of the object (json_prefix, a chat's final message
+// continued): the start and the output together are one instance; a start no instance begins
+// with is refused, naming the first byte that does not fit; a whole object as the start leaves
+// only the end.
+TEST(JsonSamplerTest, AnOutputCompletesTheGivenStart) {
+  const auto schema = JsonSchema::Parse(kShapeSchema);
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  const std::vector<std::string> bytes = TokenBytes("qwen_style", 13);
+  auto vocabulary = JsonVocabulary::Create(bytes);
+  ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
+  const auto vocab = static_cast<int32_t>(bytes.size());
+  const int32_t end = vocab - 1;
+  int finished = 0, named = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    SamplingParams params;
+    params.temperature = 1.0f;
+    params.seed = seed;
+    params.json_output = *vocabulary;
+    const bool with_schema = seed % 2 == 0;
+    if (with_schema) params.json_schema = *schema;
+    params.json_prefix = with_schema ? R"({"name": "Al)" : R"({"list": [1, )";
+    auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+    ASSERT_TRUE(sampler.ok()) << sampler.status();
+    const auto [text, ended] = WriteRandomly(*sampler, bytes, end, seed);
+    if (!ended) continue;
+    ++finished;
+    const std::string whole = params.json_prefix + text;
+    SCOPED_TRACE(whole);
+    const auto parsed = nlohmann::ordered_json::parse(whole, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded());
+    if (with_schema) {
+      ExpectTheShape(parsed);
+      named += parsed.at("name").get<std::string>().starts_with("Al");
+    } else {
+      EXPECT_TRUE(parsed.at("list").is_array());
+      EXPECT_EQ(parsed.at("list").at(0), 1);
+    }
+    // The output alone is not an instance: it goes on from the start.
+    EXPECT_TRUE(nlohmann::json::parse(text, nullptr, false).is_discarded());
+  }
+  EXPECT_GE(finished, 10);
+  EXPECT_EQ(named, finished - finished / 2) << "every schema output keeps the name's start";
+
+  SamplingParams params;
+  params.json_output = *vocabulary;
+  params.json_schema = *schema;
+  for (const auto& [prefix, fitting] : std::vector<std::pair<std::string, int>>{
+           {"[", 0}, {R"({"age": 4)", 2}, {R"({"name": 3)", 9}}) {
+    EXPECT_EQ(JsonStartFitting(schema->get(), prefix), fitting) << prefix;
+    params.json_prefix = prefix;
+    const auto refused = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+    ASSERT_FALSE(refused.ok()) << prefix;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(refused.status().message(), "JSON output: ")) << refused.status();
+    EXPECT_NE(refused.status().message().find(absl::StrCat("its first ", fitting, " bytes")),
+              std::string::npos)
+        << refused.status();
+  }
+  // A whole object as the start: only the end may follow.
+  EXPECT_EQ(JsonStartFitting(nullptr, R"({"a": [1]} )"), 10u);  // nothing after the object
+  EXPECT_EQ(JsonStartFitting(nullptr, R"({"a": [1)"), 8u);
+  params.json_schema = nullptr;
+  params.json_prefix = R"({"done": true})";
+  auto done = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->json_constraint()->complete());
+  std::vector<float> logits(vocab, 0.0f);
+  logits[0] = 100.0f;
+  EXPECT_EQ(done->Sample(logits, {}, {}), end);
+  // A start without a constraint is refused by ValidateSamplingParams.
+  SamplingParams bare;
+  bare.json_prefix = "{";
+  EXPECT_FALSE(Sampler::Create(bare, vocab, std::vector<int32_t>{end}).ok());
 }
 
 TEST(JsonSamplerTest, OnlyAnEndTokenFollowsTheObjectAndNoneComesBefore) {
