@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "models/arch/hybrid_qwen3.h"
 #include "models/cpu_backend.h"
 #include "tests/unit/small_hybrid_spec.h"
@@ -172,6 +173,26 @@ TEST_P(TensorParallelCpuBackendTest, RefusesBadInputNamingItAndStepsOn) {
   const SlotChunk uncovered{
       .slot = 0, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = no_blocks};
   EXPECT_FALSE(backend_->Forward({&uncovered, 1}, LogitsFor::kLastToken, &logits).ok());
+
+  // KV block tables: a block outside the pool, one written by two sequences, one read by a
+  // sequence while another writes into it (each sequence writes the block of its position 0).
+  auto refusal = [&](std::vector<SlotChunk> chunks) {
+    return std::string(backend_->Forward(chunks, LogitsFor::kLastToken, &logits).message());
+  };
+  const std::vector<int32_t> outside = {0, kBlocks};
+  EXPECT_NE(refusal({{.slot = 0, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = outside}})
+                .find(absl::StrCat("sequence 0: KV block ", kBlocks, " is outside [0, ", kBlocks)),
+            std::string::npos);
+  const std::vector<int32_t> reading_zero = {1, 0};
+  EXPECT_NE(refusal({{.slot = 0, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = table},
+                     {.slot = 1, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = table}})
+                .find("sequence 1: KV block 0 is written by two sequences in one step"),
+            std::string::npos);
+  const std::vector<int32_t> only_zero = {0};
+  EXPECT_NE(refusal({{.slot = 0, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = only_zero},
+                     {.slot = 1, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = reading_zero}})
+                .find("sequence 1: KV block 0 is read while sequence 0 writes into it"),
+            std::string::npos);
 
   const SlotChunk fine{.slot = 0, .tokens = good, .solver = {0.0f, 30}, .kv_blocks = table};
   ASSERT_TRUE(backend_->Forward({&fine, 1}, LogitsFor::kLastToken, &logits).ok());
