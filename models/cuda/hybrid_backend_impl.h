@@ -167,7 +167,12 @@ struct CudaHybridBackend::Impl {
   StepTable BuildTable(std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs);
   void FillTable(std::span<const SlotChunk> chunks, const StepTable& t);
   absl::Status PrepareSampling(std::span<const TokenPick> picks, int64_t rows);
+  // A step: its start (counters, embeddings) and layers [0, split), then layers [split, end)
+  // and its end (head and output); a graph each when replayed (StepGraphs).
   absl::Status EnqueueStep(const StepTable& t, Output output);
+  absl::Status EnqueueStepStart(const StepTable& t, size_t split);
+  absl::Status EnqueueStepEnd(const StepTable& t, Output output, size_t split);
+  absl::Status EnqueueLayer(const DeviceHybridLayer& layer, const StepTable& t);
   absl::Status EnqueueGka(const DeviceGkaLayer& layer, const StepTable& t);
   absl::Status EnqueueAttention(const DeviceAttentionLayer& layer, const StepTable& t);
   absl::Status RunStep(std::span<const SlotChunk> chunks, LogitsFor which, Output output,

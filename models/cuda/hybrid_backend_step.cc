@@ -247,6 +247,10 @@ absl::Status CudaHybridBackend::Impl::PrepareSampling(std::span<const TokenPick>
       stream);
 }
 
+// The layers a replayed decode step's first graph holds: two layers of an 8B model at 16K take
+// the device about 2 ms, longer than the host takes to launch the other graph's 350-odd nodes.
+constexpr size_t kFirstGraphLayers = 2;
+
 absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks, LogitsFor which,
                                               Output output, std::span<const TokenPick> picks,
                                               int64_t* out_rows) {
@@ -280,7 +284,12 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   if (graphable) {
     const StepGraphKey key{
         .batch = t.seqs, .output = static_cast<int32_t>(output), .variant = t.max_decode_keys};
-    RETURN_IF_ERROR(graphs.Run(key, stream, [&] { return EnqueueStep(t, output); }));
+    // The first part, short, starts the device while the host launches the rest.
+    const size_t split = std::min<size_t>(kFirstGraphLayers, layers.size());
+    const std::function<absl::Status()> parts[] = {
+        [&] { return EnqueueStepStart(t, split); },
+        [&] { return EnqueueStepEnd(t, output, split); }};
+    RETURN_IF_ERROR(graphs.Run(key, stream, parts));
   } else {
     RETURN_IF_ERROR(EnqueueStep(t, output));
   }
@@ -300,8 +309,12 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
 }
 
 absl::Status CudaHybridBackend::Impl::EnqueueStep(const StepTable& t, Output output) {
+  RETURN_IF_ERROR(EnqueueStepStart(t, layers.size()));
+  return EnqueueStepEnd(t, output, layers.size());
+}
+
+absl::Status CudaHybridBackend::Impl::EnqueueStepStart(const StepTable& t, size_t split) {
   const int64_t c = spec.hidden_size;
-  const float eps = static_cast<float>(spec.rms_norm_eps);
   cudaStream_t s = stream;
   if (max_gka_heads > 0) {
     RIDGE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
@@ -314,25 +327,39 @@ absl::Status CudaHybridBackend::Impl::EnqueueStep(const StepTable& t, Output out
   if (options.rank) {
     RETURN_IF_ERROR(options.rank->collective->AllReduceSum(hidden.as<float>(), t.rows * c, s));
   }
-  for (const DeviceHybridLayer& layer : layers) {
-    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
-                                                         layer.input_norm.as<float>(), t.rows, c,
-                                                         eps, normed.as<void>(), s));
-    if (const auto* g = std::get_if<DeviceGkaLayer>(&layer.mixer)) {
-      RETURN_IF_ERROR(EnqueueGka(*g, t));
-    } else {
-      RETURN_IF_ERROR(EnqueueAttention(std::get<DeviceAttentionLayer>(layer.mixer), t));
-    }
-    RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
-                                                         layer.post_norm.as<float>(), t.rows, c,
-                                                         eps, normed.as<void>(), s));
-    const int64_t inter = layer.intermediate;
-    RETURN_IF_ERROR(WeightGemm(gemm(), normed.as<void>(), t.rows, c, layer.gate_up.as<void>(),
-                               2 * inter, mlp.as<float>(), false));
-    RIDGE_CUDA_RETURN_IF_ERROR(
-        cuda::LaunchSwiGlu(mlp.as<float>(), t.rows, inter, act.as<void>(), s));
-    RETURN_IF_ERROR(AddProductToHidden(act.as<void>(), t.rows, inter, layer.down));
+  for (size_t i = 0; i < split; ++i) RETURN_IF_ERROR(EnqueueLayer(layers[i], t));
+  return absl::OkStatus();
+}
+
+absl::Status CudaHybridBackend::Impl::EnqueueLayer(const DeviceHybridLayer& layer,
+                                                   const StepTable& t) {
+  const int64_t c = spec.hidden_size;
+  const float eps = static_cast<float>(spec.rms_norm_eps);
+  cudaStream_t s = stream;
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
+                                                       layer.input_norm.as<float>(), t.rows, c, eps,
+                                                       normed.as<void>(), s));
+  if (const auto* g = std::get_if<DeviceGkaLayer>(&layer.mixer)) {
+    RETURN_IF_ERROR(EnqueueGka(*g, t));
+  } else {
+    RETURN_IF_ERROR(EnqueueAttention(std::get<DeviceAttentionLayer>(layer.mixer), t));
   }
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(hidden.as<float>(), nullptr,
+                                                       layer.post_norm.as<float>(), t.rows, c, eps,
+                                                       normed.as<void>(), s));
+  const int64_t inter = layer.intermediate;
+  RETURN_IF_ERROR(WeightGemm(gemm(), normed.as<void>(), t.rows, c, layer.gate_up.as<void>(),
+                             2 * inter, mlp.as<float>(), false));
+  RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchSwiGlu(mlp.as<float>(), t.rows, inter, act.as<void>(), s));
+  return AddProductToHidden(act.as<void>(), t.rows, inter, layer.down);
+}
+
+absl::Status CudaHybridBackend::Impl::EnqueueStepEnd(const StepTable& t, Output output,
+                                                     size_t split) {
+  const int64_t c = spec.hidden_size;
+  const float eps = static_cast<float>(spec.rms_norm_eps);
+  cudaStream_t s = stream;
+  for (size_t i = split; i < layers.size(); ++i) RETURN_IF_ERROR(EnqueueLayer(layers[i], t));
   const bool all_rows = t.out_rows == t.rows;
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(
       hidden.as<float>(), all_rows ? nullptr : DeviceTable(t.out_row), final_norm.as<float>(),

@@ -17,8 +17,13 @@ StepGraphs::StepGraphs(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity)
 
 StepGraphs::~StepGraphs() { Clear(); }
 
+void StepGraphs::Destroy(Entry& entry) {
+  for (cudaGraphExec_t exec : entry.execs) cudaGraphExecDestroy(exec);
+  entry.execs.clear();
+}
+
 void StepGraphs::Clear() {
-  for (auto& [key, entry] : graphs_) cudaGraphExecDestroy(entry.exec);
+  for (auto& [key, entry] : graphs_) Destroy(entry);
   graphs_.clear();
   uses_.clear();
 }
@@ -28,19 +33,17 @@ void StepGraphs::EvictOldest() {
   for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
     if (it->second.last_use < oldest->second.last_use) oldest = it;
   }
-  cudaGraphExecDestroy(oldest->second.exec);
+  Destroy(oldest->second);
   uses_.erase(oldest->first);
   graphs_.erase(oldest);
 }
 
-absl::Status StepGraphs::Run(const StepGraphKey& key, cudaStream_t stream,
-                             const std::function<absl::Status()>& enqueue) {
-  auto it = graphs_.find(key);
-  if (it == graphs_.end()) {
-    if (eager_.contains(key) || ++uses_[key] < 2) return enqueue();
+bool StepGraphs::Capture(cudaStream_t stream, std::span<const std::function<absl::Status()>> parts,
+                         std::vector<cudaGraphExec_t>* execs) {
+  for (const auto& part : parts) {
     cudaGraph_t graph = nullptr;
-    RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const absl::Status enqueued = enqueue();
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) break;
+    const absl::Status enqueued = part();
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     cudaGraphExec_t exec = nullptr;
     cudaError_t instantiated = cudaSuccess;
@@ -48,16 +51,42 @@ absl::Status StepGraphs::Run(const StepGraphKey& key, cudaStream_t stream,
       instantiated = cudaGraphInstantiate(&exec, graph, 0);
     }
     if (graph != nullptr) cudaGraphDestroy(graph);
-    if (!enqueued.ok() || ended != cudaSuccess || instantiated != cudaSuccess) {
-      cudaGetLastError();  // a failed capture is not sticky
+    if (!enqueued.ok() || ended != cudaSuccess || instantiated != cudaSuccess) break;
+    execs->push_back(exec);
+  }
+  if (execs->size() == parts.size()) return true;
+  for (cudaGraphExec_t exec : *execs) cudaGraphExecDestroy(exec);
+  execs->clear();
+  cudaGetLastError();  // a failed capture is not sticky
+  return false;
+}
+
+absl::Status StepGraphs::Run(const StepGraphKey& key, cudaStream_t stream,
+                             const std::function<absl::Status()>& enqueue) {
+  return Run(key, stream, {&enqueue, 1});
+}
+
+absl::Status StepGraphs::Run(const StepGraphKey& key, cudaStream_t stream,
+                             std::span<const std::function<absl::Status()>> parts) {
+  auto enqueue_all = [&]() -> absl::Status {
+    for (const auto& part : parts) RETURN_IF_ERROR(part());
+    return absl::OkStatus();
+  };
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    if (eager_.contains(key) || ++uses_[key] < 2) return enqueue_all();
+    std::vector<cudaGraphExec_t> execs;
+    if (!Capture(stream, parts, &execs)) {
       eager_.insert(key);  // run this key eagerly rather than retry every step
-      return enqueue();
+      return enqueue_all();
     }
     if (graphs_.size() >= capacity_) EvictOldest();
-    it = graphs_.emplace(key, Entry{exec, 0}).first;
+    it = graphs_.emplace(key, Entry{std::move(execs), 0}).first;
   }
   it->second.last_use = ++clock_;
-  RIDGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second.exec, stream));
+  for (cudaGraphExec_t exec : it->second.execs) {
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
+  }
   ++replays_;
   return absl::OkStatus();
 }

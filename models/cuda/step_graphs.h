@@ -2,8 +2,11 @@
 // launches depend only on host values it gathers into a StepGraphKey (the batch bucket the step
 // is padded to, what it leaves for the host, and whatever else its launches take from the host)
 // captures a key's step the second time the key comes and replays it from then on; a key whose
-// capture failed runs eagerly from then on. Graphs point at the step buffers they were captured
-// with: a backend calls Clear() before it replaces any of them. Not for use outside models/cuda.
+// capture failed runs eagerly from then on. A step may come in parts, each captured into a graph
+// of its own and launched in turn: the device starts on the first while the host launches the
+// next (a launch takes about 2 us a node, most of a millisecond for a 36-layer step's graph).
+// Graphs point at the step buffers they were captured with: a backend calls Clear() before it
+// replaces any of them. Not for use outside models/cuda.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +16,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -52,6 +57,9 @@ class StepGraphs {
   // step finished.
   absl::Status Run(const StepGraphKey& key, cudaStream_t stream,
                    const std::function<absl::Status()>& enqueue);
+  // The same for a step whose parts, queued in order, make it up: a graph each.
+  absl::Status Run(const StepGraphKey& key, cudaStream_t stream,
+                   std::span<const std::function<absl::Status()>> parts);
   // Destroys every graph (the buffers they point at are about to go) and forgets the uses.
   void Clear();
 
@@ -60,9 +68,13 @@ class StepGraphs {
 
  private:
   struct Entry {
-    cudaGraphExec_t exec = nullptr;
+    std::vector<cudaGraphExec_t> execs;  // one a part
     uint64_t last_use = 0;
   };
+  // Captures the parts into graphs; false (nothing kept) when one cannot be.
+  static bool Capture(cudaStream_t stream, std::span<const std::function<absl::Status()>> parts,
+                      std::vector<cudaGraphExec_t>* execs);
+  static void Destroy(Entry& entry);
   void EvictOldest();
 
   size_t capacity_;
