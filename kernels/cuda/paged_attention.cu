@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/paged_attention_common.cuh"
@@ -14,8 +15,10 @@ namespace {
 
 using namespace paged_attention_internal;  // NOLINT: this file's own internals
 
-// A split never takes fewer keys than this (its partial costs a write and a read).
+// A split never takes fewer keys than this (its partial costs a write and a read), and a row
+// has at most kMaxSplits.
 constexpr int64_t kMinSplitKeys = 512;
+constexpr int32_t kMaxSplits = 64;
 
 // Eight dimensions [sub * 8, sub * 8 + 8) of a key and its value as stored: bf16 in the KV
 // blocks, fp32 in the ring and the step's rows. Loaded for several keys before any is used, so
@@ -88,8 +91,8 @@ __global__ void __launch_bounds__(32 * kWarps) AttentionKernel(PagedAttentionArg
   const int sub = lane % kLanesPerKey, group = warp * kKeysPerWarp + lane / kLanesPerKey;
   const int seq = a.step.row_sequence[r];
   const RowKeys keys = KeysOf(a, r, seq);
-  const int64_t first = keys.first + static_cast<int64_t>(split) * a.split_keys;
-  const int64_t end = min(first + a.split_keys, keys.end);
+  const RowKeys span = SplitKeysOf(a, keys, split);
+  const int64_t first = span.first, end = span.end;
 
   float q[G][8], acc[G][8], m[G], l[G];
   const float* q_row = a.proj + static_cast<int64_t>(r) * a.proj_stride;
@@ -177,7 +180,8 @@ __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
   const int q_head = blockIdx.y, d = threadIdx.x;
   const int seq = a.step.row_sequence[r];
   const RowKeys keys = KeysOf(a, r, seq);
-  const int splits = static_cast<int>((keys.end - keys.first + a.split_keys - 1) / a.split_keys);
+  const int64_t length = RowSplitKeys(keys.end - keys.first, a.max_splits);
+  const int splits = static_cast<int>((keys.end - keys.first + length - 1) / length);
   const int64_t stats = static_cast<int64_t>(a.step.rows) * a.q_heads * a.max_splits;
   const int64_t entry0 = (static_cast<int64_t>(r) * a.q_heads + q_head) * a.max_splits;
   float merged_max = -INFINITY;
@@ -195,7 +199,7 @@ __global__ void MergeSplitsKernel(PagedAttentionArgs a) {
 template <int D, int G>
 cudaError_t LaunchFor(const PagedAttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.max_splits, a.kv_heads, a.row_list != nullptr ? a.row_list_size : a.step.rows);
-  const bool tiles = a.paged.block_size % kTile == 0 && a.split_keys % kTile == 0;
+  const bool tiles = a.paged.block_size % kTile == 0;
   if (a.paged.cache != nullptr && (tiles || a.paged.fp8)) {
     // fp8 blocks are read by the tile kernel only.
     if (!tiles) return cudaErrorInvalidValue;
@@ -224,6 +228,39 @@ cudaError_t LaunchForHeadDim(const PagedAttentionArgs& a, cudaStream_t stream) {
   }
 }
 
+template <int D, int G>
+int BlocksPerSmFor(const AttentionSplitShape& shape) {
+  if (shape.paged && (shape.block_size % kTile == 0 || shape.fp8)) {
+    return TileAttentionBlocksPerSm<D, G>(shape.fp8);
+  }
+  int blocks = 0;
+  const cudaError_t e = shape.paged ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                          &blocks, AttentionKernel<D, G, true>, 32 * kWarps, 0)
+                                    : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                          &blocks, AttentionKernel<D, G, false>, 32 * kWarps, 0);
+  if (e != cudaSuccess) cudaGetLastError();
+  return e == cudaSuccess && blocks > 0 ? blocks : 1;
+}
+
+// How many blocks of the kernel that takes `shape` an SM holds at once.
+int BlocksPerSm(const AttentionSplitShape& shape) {
+  const auto for_group = [&](auto d) -> int {
+    constexpr int D = decltype(d)::value;
+    switch (shape.q_heads / shape.kv_heads) {
+      case 1:
+        return BlocksPerSmFor<D, 1>(shape);
+      case 2:
+        return BlocksPerSmFor<D, 2>(shape);
+      case 4:
+        return BlocksPerSmFor<D, 4>(shape);
+      default:
+        return BlocksPerSmFor<D, 8>(shape);
+    }
+  };
+  return shape.head_dim == 64 ? for_group(std::integral_constant<int, 64>{})
+                              : for_group(std::integral_constant<int, 128>{});
+}
+
 }  // namespace
 
 int64_t PagedAttentionScratchFloats(int64_t rows, int64_t q_heads, int64_t head_dim,
@@ -231,17 +268,36 @@ int64_t PagedAttentionScratchFloats(int64_t rows, int64_t q_heads, int64_t head_
   return max_splits <= 1 ? 0 : rows * q_heads * max_splits * (2 + head_dim);
 }
 
-int32_t PickAttentionSplits(int64_t rows, int64_t kv_heads, int64_t max_keys, int32_t sm_count,
-                            int32_t* split_keys, int32_t blocks_per_sm) {
-  const int64_t target_blocks = static_cast<int64_t>(blocks_per_sm) * sm_count;
-  const int64_t base = std::max<int64_t>(1, rows * kv_heads);
-  int64_t splits = (target_blocks + base - 1) / base;
-  splits = std::min(splits, (max_keys + kMinSplitKeys - 1) / kMinSplitKeys);
-  splits = std::max<int64_t>(splits, 1);
-  int64_t keys = (max_keys + splits - 1) / splits;
-  keys = (keys + 63) / 64 * 64;
-  *split_keys = static_cast<int32_t>(std::max<int64_t>(keys, 64));
-  return static_cast<int32_t>((max_keys + *split_keys - 1) / *split_keys);
+int32_t PickAttentionSplits(const AttentionSplitShape& shape, int32_t sm_count) {
+  if (shape.rows <= 0 || shape.max_keys <= kMinSplitKeys ||
+      !PagedAttentionSupports(shape.q_heads, shape.kv_heads, shape.head_dim)) {
+    return 1;
+  }
+  const int64_t slots = static_cast<int64_t>(BlocksPerSm(shape)) * std::max(sm_count, 1);
+  const int64_t base = shape.rows * shape.kv_heads;
+  const int64_t group = shape.q_heads / shape.kv_heads;
+  // Bytes a block moves per key it takes, and per split: its partial written, then read by the
+  // merge. A block's start (its query, the first tiles' round trip) and the merge's launch are
+  // counted as the bytes the GPU would read meanwhile (about 0.8 and 4 us on an H200).
+  const double key_bytes = 2.0 * shape.head_dim * (shape.fp8 ? 1 : shape.paged ? 2 : 4);
+  const double partial_bytes = 2.0 * group * (shape.head_dim + 2) * 4;
+  constexpr double kBlockStartBytes = 16e3, kMergeBytes = 16e6;
+  int32_t best = 1;
+  double best_cost = 0.0;
+  for (int32_t splits = 1; splits <= kMaxSplits; ++splits) {
+    const int64_t length = RowSplitKeys(shape.max_keys, splits);
+    if (splits > 1 && length < kMinSplitKeys) break;
+    // Bytes each of the GPU's block places moves: whole waves of blocks of `length` keys.
+    const int64_t blocks = base * splits;
+    const double waves = static_cast<double>((blocks + slots - 1) / slots);
+    double cost = waves * (static_cast<double>(length) * key_bytes + kBlockStartBytes);
+    if (splits > 1) cost += (static_cast<double>(blocks) * partial_bytes + kMergeBytes) / slots;
+    if (splits == 1 || cost < best_cost) {
+      best = splits;
+      best_cost = cost;
+    }
+  }
+  return best;
 }
 
 bool PagedAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim) {
@@ -254,8 +310,7 @@ bool PagedAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim)
 cudaError_t LaunchPagedAttention(const PagedAttentionArgs& args, cudaStream_t stream) {
   const int32_t rows = args.row_list != nullptr ? args.row_list_size : args.step.rows;
   if (rows == 0) return cudaSuccess;
-  if (!PagedAttentionSupports(args.q_heads, args.kv_heads, args.head_dim) || args.split_keys <= 0 ||
-      args.max_splits < 1) {
+  if (!PagedAttentionSupports(args.q_heads, args.kv_heads, args.head_dim) || args.max_splits < 1) {
     return cudaErrorInvalidValue;
   }
   const cudaError_t launched = args.head_dim == 64 ? LaunchForHeadDim<64>(args, stream)

@@ -16,9 +16,6 @@
 
 namespace ridge::cuda {
 
-// Tuned on an H200 (tools/bench/RESULTS.md, attention_kernel_bench).
-inline constexpr int32_t kDefaultSplitBlocksPerSm = 8;
-
 struct PagedAttentionArgs {
   AttentionStep step;
   int32_t q_heads = 0, kv_heads = 0, head_dim = 0;  // head_dim 64 or 128; q_heads / kv_heads
@@ -31,8 +28,9 @@ struct PagedAttentionArgs {
   // window: keys before the step from the ring, the step's own from proj).
   PagedKv paged;
   WindowKv ring;
-  // Keys per split (a multiple of 64) and the most splits a row may need: the grid's width.
-  int32_t split_keys = 0, max_splits = 1;
+  // The splits of each row: the grid's width. A row's keys are spread evenly over them in
+  // whole tiles of 16 (the last splits of a short row may have none).
+  int32_t max_splits = 1;
   // Scratch for max_splits > 1: [rows, q_heads, max_splits] floats twice, then
   // [rows, q_heads, max_splits, head_dim] floats.
   float* partials = nullptr;
@@ -48,11 +46,21 @@ struct PagedAttentionArgs {
 int64_t PagedAttentionScratchFloats(int64_t rows, int64_t q_heads, int64_t head_dim,
                                     int64_t max_splits);
 
-// The splits for rows of at most `max_keys` keys so that the grid has about blocks_per_sm
-// blocks for each of `sm_count` multiprocessors (no split under 512 keys); returns max_splits
-// and sets *split_keys.
-int32_t PickAttentionSplits(int64_t rows, int64_t kv_heads, int64_t max_keys, int32_t sm_count,
-                            int32_t* split_keys, int32_t blocks_per_sm = kDefaultSplitBlocksPerSm);
+// What the choice of splits looks at: the rows a launch covers and the kernel that takes them.
+struct AttentionSplitShape {
+  int64_t rows = 0, max_keys = 0;  // max_keys: the most keys a row has
+  int32_t q_heads = 0, kv_heads = 0, head_dim = 0;
+  bool paged = true;  // full attention over KV blocks (else a sliding window's ring)
+  int32_t block_size = 16;
+  bool fp8 = false;
+};
+
+// PagedAttentionArgs::max_splits for `shape` on `sm_count` multiprocessors: the count whose
+// blocks fill the blocks the GPU holds at once in the fewest, fullest waves for the keys each
+// takes, the partials' traffic and the merge counted; no split under 512 keys. A split count
+// that leaves the last wave of blocks a quarter full made the kernel 5% slower on an H200
+// (tools/bench/RESULTS.md).
+int32_t PickAttentionSplits(const AttentionSplitShape& shape, int32_t sm_count);
 
 bool PagedAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim);
 

@@ -13,6 +13,8 @@
 namespace ridge::cuda::paged_attention_internal {
 
 inline constexpr int kWarps = 4;
+// Keys a warp of the tile kernels takes at a time (and the granule of a row's splits).
+inline constexpr int kTile = 16;
 inline constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ inline void LoadBf16x8(const __nv_bfloat16* p, float* out) {
@@ -35,6 +37,24 @@ __device__ inline void LoadF32x8(const float* p, float* out) {
 struct RowKeys {
   int64_t first = 0, end = 0;  // the row's keys: positions [first, end)
 };
+
+// The keys each split of a row of `keys` keys takes: the keys spread evenly over `max_splits`
+// splits, in whole tiles (every split but the last the same length), so that a row's blocks
+// take alike whatever its length; the last splits of a short row may have none.
+__host__ __device__ inline int64_t RowSplitKeys(int64_t keys, int32_t max_splits) {
+  const int64_t even = (keys + max_splits - 1) / max_splits;
+  const int64_t tiles = (even + kTile - 1) / kTile;
+  return (tiles > 1 ? tiles : 1) * kTile;
+}
+
+// Keys [first, end) of split `split` of the row.
+__device__ inline RowKeys SplitKeysOf(const PagedAttentionArgs& a, RowKeys row, int split) {
+  const int64_t length = RowSplitKeys(row.end - row.first, a.max_splits);
+  RowKeys keys;
+  keys.first = row.first + split * length;
+  keys.end = min(keys.first + length, row.end);
+  return keys;
+}
 
 __device__ inline RowKeys KeysOf(const PagedAttentionArgs& a, int r, int seq) {
   const int64_t position = a.step.start_position[seq] + (r - a.step.row_begin[seq]);
@@ -90,6 +110,10 @@ cudaError_t LaunchTileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStre
 // Its fp8 form, on the tensor cores (paged_attention_fp8_tiles.cu), the same shapes.
 template <int D, int G>
 cudaError_t LaunchFp8TileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream);
-inline constexpr int kTile = 16;
+// How many blocks of the tile kernel (bf16 or fp8) an SM holds at once.
+template <int D, int G>
+int TileAttentionBlocksPerSm(bool fp8);
+template <int D, int G>
+int Fp8TileAttentionBlocksPerSm();
 
 }  // namespace ridge::cuda::paged_attention_internal

@@ -139,8 +139,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) Fp8TileAttentionKernel(PagedAt
   const int g = lane >> 2, c = lane & 3;
   const int seq = a.step.row_sequence[r];
   const RowKeys keys = KeysOf(a, r, seq);
-  const int64_t first = keys.first + static_cast<int64_t>(split) * a.split_keys;
-  const int64_t end = min(first + a.split_keys, keys.end);
+  const RowKeys span = SplitKeysOf(a, keys, split);
+  const int64_t first = span.first, end = span.end;
   const int32_t bs = a.paged.block_size;
   const int32_t* table = a.step.block_tables + a.step.table_begin[seq];
   uint4* ring = shared + warp * kStages * Tile::kStageVecs;
@@ -294,16 +294,35 @@ __global__ void __launch_bounds__(32 * kWarps, 2) Fp8TileAttentionKernel(PagedAt
   WriteBlockResult<D, G, kWarps>(a, warp_max, warp_sum, warp_acc, r, kv_head, split);
 }
 
+// Lets the kernel have its shared memory (once).
+template <int D, int G>
+cudaError_t ConfigureFp8Tiles() {
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(Fp8TileAttentionKernel<D, G>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, Fp8SharedBytes<D>(G));
+  return configured;
+}
+
 }  // namespace
 
 template <int D, int G>
 cudaError_t LaunchFp8TileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr int kShared = Fp8SharedBytes<D>(G);
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      Fp8TileAttentionKernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
-  if (configured != cudaSuccess) return configured;
-  Fp8TileAttentionKernel<D, G><<<grid, 32 * kWarps, kShared, stream>>>(a);
+  if (const cudaError_t e = ConfigureFp8Tiles<D, G>(); e != cudaSuccess) return e;
+  Fp8TileAttentionKernel<D, G><<<grid, 32 * kWarps, Fp8SharedBytes<D>(G), stream>>>(a);
   return cudaGetLastError();
+}
+
+template <int D, int G>
+int Fp8TileAttentionBlocksPerSm() {
+  int blocks = 0;
+  if (ConfigureFp8Tiles<D, G>() != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Fp8TileAttentionKernel<D, G>,
+                                                    32 * kWarps,
+                                                    Fp8SharedBytes<D>(G)) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return blocks > 0 ? blocks : 1;
 }
 
 template cudaError_t LaunchFp8TileAttention<64, 1>(const PagedAttentionArgs&, dim3, cudaStream_t);
@@ -314,5 +333,14 @@ template cudaError_t LaunchFp8TileAttention<128, 1>(const PagedAttentionArgs&, d
 template cudaError_t LaunchFp8TileAttention<128, 2>(const PagedAttentionArgs&, dim3, cudaStream_t);
 template cudaError_t LaunchFp8TileAttention<128, 4>(const PagedAttentionArgs&, dim3, cudaStream_t);
 template cudaError_t LaunchFp8TileAttention<128, 8>(const PagedAttentionArgs&, dim3, cudaStream_t);
+
+template int Fp8TileAttentionBlocksPerSm<64, 1>();
+template int Fp8TileAttentionBlocksPerSm<64, 2>();
+template int Fp8TileAttentionBlocksPerSm<64, 4>();
+template int Fp8TileAttentionBlocksPerSm<64, 8>();
+template int Fp8TileAttentionBlocksPerSm<128, 1>();
+template int Fp8TileAttentionBlocksPerSm<128, 2>();
+template int Fp8TileAttentionBlocksPerSm<128, 4>();
+template int Fp8TileAttentionBlocksPerSm<128, 8>();
 
 }  // namespace ridge::cuda::paged_attention_internal

@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
   const int key_in_tile = lane >> 1, half = lane & 1;
   const int seq = a.step.row_sequence[r];
   const RowKeys keys = KeysOf(a, r, seq);
-  const int64_t first = keys.first + static_cast<int64_t>(split) * a.split_keys;
-  const int64_t end = min(first + a.split_keys, keys.end);
+  const RowKeys span = SplitKeysOf(a, keys, split);
+  const int64_t first = span.first, end = span.end;
   const int32_t bs = a.paged.block_size;
   const int32_t* table = a.step.block_tables + a.step.table_begin[seq];
   uint4* ring = shared + warp * kStages * Shape::kStageVecs;
@@ -206,13 +206,19 @@ __global__ void __launch_bounds__(32 * kWarps, 2) TileAttentionKernel(PagedAtten
   WriteBlockResult<D, G, kWarps>(a, warp_max, warp_sum, warp_acc, r, kv_head, split);
 }
 
+// Lets the kernel have its shared memory (once).
+template <int D, int G>
+cudaError_t ConfigureTiles() {
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(TileAttentionKernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           TileSharedBytes<D, G>());
+  return configured;
+}
+
 template <int D, int G>
 cudaError_t LaunchTiles(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr int kShared = TileSharedBytes<D, G>();
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      TileAttentionKernel<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
-  if (configured != cudaSuccess) return configured;
-  TileAttentionKernel<D, G><<<grid, 32 * kWarps, kShared, stream>>>(a);
+  if (const cudaError_t e = ConfigureTiles<D, G>(); e != cudaSuccess) return e;
+  TileAttentionKernel<D, G><<<grid, 32 * kWarps, TileSharedBytes<D, G>(), stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -224,6 +230,19 @@ cudaError_t LaunchTileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStre
                      : LaunchTiles<D, G>(a, grid, stream);
 }
 
+template <int D, int G>
+int TileAttentionBlocksPerSm(bool fp8) {
+  if (fp8) return Fp8TileAttentionBlocksPerSm<D, G>();
+  int blocks = 0;
+  if (ConfigureTiles<D, G>() != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, TileAttentionKernel<D, G>, 32 * kWarps,
+                                                    TileSharedBytes<D, G>()) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return blocks > 0 ? blocks : 1;
+}
+
 template cudaError_t LaunchTileAttention<64, 1>(const PagedAttentionArgs&, dim3, cudaStream_t);
 template cudaError_t LaunchTileAttention<64, 2>(const PagedAttentionArgs&, dim3, cudaStream_t);
 template cudaError_t LaunchTileAttention<64, 4>(const PagedAttentionArgs&, dim3, cudaStream_t);
@@ -232,5 +251,14 @@ template cudaError_t LaunchTileAttention<128, 1>(const PagedAttentionArgs&, dim3
 template cudaError_t LaunchTileAttention<128, 2>(const PagedAttentionArgs&, dim3, cudaStream_t);
 template cudaError_t LaunchTileAttention<128, 4>(const PagedAttentionArgs&, dim3, cudaStream_t);
 template cudaError_t LaunchTileAttention<128, 8>(const PagedAttentionArgs&, dim3, cudaStream_t);
+
+template int TileAttentionBlocksPerSm<64, 1>(bool);
+template int TileAttentionBlocksPerSm<64, 2>(bool);
+template int TileAttentionBlocksPerSm<64, 4>(bool);
+template int TileAttentionBlocksPerSm<64, 8>(bool);
+template int TileAttentionBlocksPerSm<128, 1>(bool);
+template int TileAttentionBlocksPerSm<128, 2>(bool);
+template int TileAttentionBlocksPerSm<128, 4>(bool);
+template int TileAttentionBlocksPerSm<128, 8>(bool);
 
 }  // namespace ridge::cuda::paged_attention_internal

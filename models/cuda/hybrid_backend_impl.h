@@ -152,7 +152,7 @@ struct CudaHybridBackend::Impl {
   // layer launches no such kernel).
   struct AttentionSplits {
     int64_t rows = 0;
-    int32_t max_splits = 1, split_keys = 0;
+    int32_t max_splits = 1;
   };
   AttentionSplits SplitsFor(const AttentionSpec& spec, const StepTable& t) const;
 

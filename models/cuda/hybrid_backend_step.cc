@@ -119,8 +119,15 @@ CudaHybridBackend::Impl::AttentionSplits CudaHybridBackend::Impl::SplitsFor(
   if (splits.rows == 0) return splits;
   const int64_t max_keys =
       windowed ? std::min<int64_t>(spec.window, t.max_keys) : t.max_decode_keys;
-  splits.max_splits =
-      cuda::PickAttentionSplits(splits.rows, spec.kv_heads, max_keys, sm_count, &splits.split_keys);
+  const cuda::AttentionSplitShape shape{.rows = splits.rows,
+                                        .max_keys = max_keys,
+                                        .q_heads = static_cast<int32_t>(spec.q_heads),
+                                        .kv_heads = static_cast<int32_t>(spec.kv_heads),
+                                        .head_dim = static_cast<int32_t>(spec.head_dim),
+                                        .paged = !windowed,
+                                        .block_size = static_cast<int32_t>(kv.block_size),
+                                        .fp8 = options.kv_cache_dtype == KvCacheDtype::kFp8E4m3};
+  splits.max_splits = cuda::PickAttentionSplits(shape, sm_count);
   return splits;
 }
 
@@ -535,7 +542,6 @@ absl::Status CudaHybridBackend::Impl::EnqueueAttention(const DeviceAttentionLaye
   attention.out_stride = a.q_heads * d;
   const AttentionSplits splits = SplitsFor(a, t);
   attention.max_splits = splits.max_splits;
-  attention.split_keys = splits.split_keys;
   if (windowed) {  // every row through the split-keys kernel
     RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchPagedAttention(attention, stream));
   } else {

@@ -201,10 +201,8 @@ double RunCase(const AttentionCase& c, int split_keys) {
   a.out_bf16 = out.get();
   a.out_stride = int64_t{shape.q_heads} * shape.head_dim;
   const int max_keys = *std::max_element(c.lengths.begin(), c.lengths.end());
-  // One split: every key (rounded up to a multiple of 64 for fp8, as the backend's splits are,
-  // since only the tile kernel reads fp8; bf16's odd count takes the generic kernel).
-  a.split_keys = split_keys > 0 ? split_keys : c.fp8 ? (max_keys + 63) / 64 * 64 : max_keys;
-  a.max_splits = (max_keys + a.split_keys - 1) / a.split_keys;
+  // Each row's keys spread over the splits: the longest row's in splits of about split_keys.
+  a.max_splits = split_keys > 0 ? (max_keys + split_keys - 1) / split_keys : 1;
   DeviceArray<float> partials(std::vector<float>(std::max<int64_t>(
       1, PagedAttentionScratchFloats(c.rows, shape.q_heads, shape.head_dim, a.max_splits))));
   a.partials = partials.get();

@@ -7,7 +7,7 @@
 //
 //   attention_kernel_bench [--batches 1,32,90] [--contexts 4096,16384,32768] [--q-heads 32]
 //                          [--kv-heads 8] [--head-dim 128] [--repeats 30]
-//                          [--blocks-per-sm 4,8,16 (splits)]
+//                          [--splits 0,2,5 (0: the count picked)]
 //                          [--prefill 2048,16384 (the tensor-core kernel over whole prompts)]
 //                          [--kv-dtype bf16|fp8 (decode only)]
 #include <cuda_runtime.h>
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   using ridge::bench::IntList;
   std::vector<int> batches = {1, 32, 90}, contexts = {4096, 16384, 32768};
   int q_heads = 32, kv_heads = 8, d = 128, repeats = 30;
-  std::vector<int> blocks_per_sm = {ridge::cuda::kDefaultSplitBlocksPerSm};
+  std::vector<int> split_counts = {0};  // 0: the count PickAttentionSplits picks
   std::vector<int> prefill_lengths;
   bool fp8 = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
       kv_heads = std::atoi(argv[i + 1]);
     } else if (flag == "--head-dim") {
       d = std::atoi(argv[i + 1]);
-    } else if (flag == "--blocks-per-sm") {
-      blocks_per_sm = IntList(argv[i + 1]);
+    } else if (flag == "--splits") {
+      split_counts = IntList(argv[i + 1]);
     } else if (flag == "--prefill") {
       prefill_lengths = IntList(argv[i + 1]);
     } else if (flag == "--kv-dtype") {
@@ -130,11 +130,11 @@ int main(int argc, char** argv) {
   }
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
-  const double ceiling = ridge::bench::CopyCeiling();
+  const double ceiling = ridge::bench::CopyCeiling(), read_ceiling = ridge::bench::ReadCeiling();
   std::printf(
       "paged attention decode, %d query / %d kv heads x %d, %s blocks of 16, copy "
-      "ceiling %.3f TB/s\n",
-      q_heads, kv_heads, d, fp8 ? "fp8" : "bf16", ceiling / 1e12);
+      "ceiling %.3f TB/s, read-only stream %.3f TB/s\n",
+      q_heads, kv_heads, d, fp8 ? "fp8" : "bf16", ceiling / 1e12, read_ceiling / 1e12);
   constexpr int kBlockSize = 16;
   // Elements of a block: bf16 keys and values, or fp8 ones with their scales (bytes).
   const int64_t block_elements =
@@ -199,10 +199,17 @@ int main(int argc, char** argv) {
       a.proj_stride = width;
       a.scale = 1.0f / std::sqrt(static_cast<float>(d));
       a.paged = {cache, block_elements, 0, kBlockSize, fp8};
-      for (const int per_sm : blocks_per_sm) {
+      for (const int forced : split_counts) {
         {
-          a.max_splits = ridge::cuda::PickAttentionSplits(batch, kv_heads, context, sm_count,
-                                                          &a.split_keys, per_sm);
+          const ridge::cuda::AttentionSplitShape shape{.rows = batch,
+                                                       .max_keys = context,
+                                                       .q_heads = q_heads,
+                                                       .kv_heads = kv_heads,
+                                                       .head_dim = d,
+                                                       .paged = true,
+                                                       .block_size = kBlockSize,
+                                                       .fp8 = fp8};
+          a.max_splits = forced > 0 ? forced : ridge::cuda::PickAttentionSplits(shape, sm_count);
           float* partials = nullptr;
           const int64_t partial_floats =
               ridge::cuda::PagedAttentionScratchFloats(batch, q_heads, d, a.max_splits);
@@ -217,10 +224,13 @@ int main(int argc, char** argv) {
               static_cast<double>(batch) * context * block_elements * element_bytes / kBlockSize;
           const double limit_us = bytes / ceiling * 1e6;
           std::printf(
-              "context %6d batch %3d splits %3d x %5d keys  median %8.1f us  KV %7.1f "
-              "MB  %.2f TB/s  %.2fx the read limit (%.1f us)\n",
-              context, batch, a.max_splits, a.split_keys, us, bytes / 1e6,
-              bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us);
+              "context %6d batch %3d splits %3d%s x %5ld keys  median %8.1f us  KV %7.1f "
+              "MB  %.2f TB/s  %.2fx the copy ceiling's time (%.1f us), %.0f%% of the read-only "
+              "stream\n",
+              context, batch, a.max_splits, forced > 0 ? "" : " (picked)",
+              static_cast<long>((context + a.max_splits - 1) / a.max_splits), us, bytes / 1e6,
+              bytes / (us * 1e-6) / 1e12, us / limit_us, limit_us,
+              100.0 * bytes / (us * 1e-6) / read_ceiling);
           std::fflush(stdout);
           if (partials != nullptr) cudaFree(partials);
         }

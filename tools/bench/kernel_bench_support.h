@@ -1,6 +1,6 @@
 // What the single-kernel benchmarks (gka_kernel_bench, attention_kernel_bench) share: comma
-// lists of numbers from flags, a CUDA check that exits, the device's copy ceiling and a median of
-// timed launches.
+// lists of numbers from flags, a CUDA check that exits, the device's copy and read ceilings and a
+// median of timed launches.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,6 +70,9 @@ inline double CopyCeiling() {
   cudaEventDestroy(stop);
   return 2.0 * bytes / (best * 1e-3);
 }
+
+// Bytes per second of a read-only stream over 4 GiB (the best of 20; tools/bench/read_ceiling.cu).
+double ReadCeiling();
 
 // The median microseconds of `repeats` launches, each timed with events.
 template <typename Launch>
