@@ -56,6 +56,8 @@ if ((sanitizers)); then
     gka_recurrence_test
   check "racecheck gka_recurrence_test (chunked)" racecheck_gka compute-sanitizer --tool racecheck \
     gka_recurrence_test --gtest_filter='*_t40_*:*_t20_*'
+  check "memcheck paged_attention_test (decode)" memcheck_paged compute-sanitizer --tool memcheck \
+    paged_attention_test --gtest_filter='*Decode*'
   check "racecheck paged_attention_test" racecheck_paged compute-sanitizer --tool racecheck \
     paged_attention_test --gtest_filter='*Decode*/q32kv8d128bs16:*Decode*/q16kv2d64bs32'
 fi
