@@ -70,8 +70,6 @@ class HybridServeTest : public ::testing::TestWithParam<int32_t> {
   static Server& ServerFor(int32_t ranks) {
     Server& server = servers_[ranks];
     if (server.process != nullptr) return server;
-    const int grpc_port = testing::FreeLoopbackPort();
-    server.grpc_port = grpc_port;
     const std::filesystem::path dir = LogDir() / ("tp" + std::to_string(ranks));
     std::filesystem::create_directories(dir);
     // 10 blocks of 8 tokens: 80 tokens for 4 slots; each request below needs 6 or 7 blocks, so
@@ -95,12 +93,13 @@ class HybridServeTest : public ::testing::TestWithParam<int32_t> {
                                      "--tensor-parallel-size",
                                      std::to_string(ranks)};
 #ifdef RIDGE_GRPC_CLIENT
-    args.insert(args.end(), {"--grpc-port", std::to_string(grpc_port)});
+    args.insert(args.end(), {"--grpc-port", "0"});
 #endif
     signal(SIGPIPE, SIG_IGN);
     std::string error;
     server.process = ServerProcess::Start(RIDGESERVE_BINARY, args, dir / "server.log", &error);
     EXPECT_NE(server.process, nullptr) << error;
+    if (server.process != nullptr) server.grpc_port = server.process->GrpcPort();
     return server;
   }
   static void TearDownTestSuite() { servers_.clear(); }

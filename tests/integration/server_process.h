@@ -100,6 +100,16 @@ class ServerProcess {
 
   int port() const { return port_; }
 
+  // The gRPC port the server says it listens on (started with --grpc-port 0, it picks a free
+  // one), or 0. A port picked here and handed to the server raced other tests' servers for it:
+  // a fresh clone's CI run met "cannot listen on '127.0.0.1:43847' (port in use)".
+  int GrpcPort() const {
+    static const std::regex grpc_serving(R"(gRPC: serving \S+ on \S+ \(port ([0-9]+))");
+    std::smatch m;
+    const std::string text = Log();
+    return std::regex_search(text, m, grpc_serving) ? std::stoi(m[1]) : 0;
+  }
+
   // Whether /proc/net/tcp or tcp6 lists a socket listening on `port`.
   static bool ListedAsListening(int port) {
     for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
@@ -146,18 +156,5 @@ class ServerProcess {
   std::filesystem::path log_;
   int port_ = 0;
 };
-
-// A free loopback port (released again: the server binds it right after).
-inline int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 }  // namespace ridge::testing

@@ -74,9 +74,10 @@ constexpr char kCompletion[] =
     R"("return_token_ids":true})";
 
 TEST(TlsTest, HttpsAndGrpcOverTls) {
-  const int grpc_port = testing::FreeLoopbackPort();
-  auto server = StartTlsServer({"--grpc-port", std::to_string(grpc_port)}, "tls", false);
+  auto server = StartTlsServer({"--grpc-port", "0"}, "tls", false);
   ASSERT_NE(server, nullptr);
+  const int grpc_port = server->GrpcPort();
+  ASSERT_NE(grpc_port, 0) << server->Log();
   EXPECT_NE(server->Log().find("on https://127.0.0.1:"), std::string::npos) << server->Log();
 
   auto https = HttpsClient(server->port(), false);
