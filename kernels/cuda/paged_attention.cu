@@ -233,13 +233,11 @@ int BlocksPerSmFor(const AttentionSplitShape& shape) {
   if (shape.paged && (shape.block_size % kTile == 0 || shape.fp8)) {
     return TileAttentionBlocksPerSm<D, G>(shape.fp8);
   }
-  int blocks = 0;
-  const cudaError_t e = shape.paged ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                                          &blocks, AttentionKernel<D, G, true>, 32 * kWarps, 0)
-                                    : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                                          &blocks, AttentionKernel<D, G, false>, 32 * kWarps, 0);
-  if (e != cudaSuccess) cudaGetLastError();
-  return e == cudaSuccess && blocks > 0 ? blocks : 1;
+  static const int paged = ResidentBlocksPerSm(
+      reinterpret_cast<const void*>(AttentionKernel<D, G, true>), 32 * kWarps, 0);
+  static const int contiguous = ResidentBlocksPerSm(
+      reinterpret_cast<const void*>(AttentionKernel<D, G, false>), 32 * kWarps, 0);
+  return shape.paged ? paged : contiguous;
 }
 
 // How many blocks of the kernel that takes `shape` an SM holds at once.

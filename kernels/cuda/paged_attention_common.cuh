@@ -34,6 +34,20 @@ __device__ inline void LoadF32x8(const float* p, float* out) {
   out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
+// How many blocks of `kernel` (`threads` each, `shared_bytes` of dynamic shared memory) an SM
+// holds at once; 1 when the runtime cannot say (the split pick then gives more splits than
+// needed, still correct). Callers ask once per kernel and keep the answer: a split pick runs for
+// every attention layer of every step.
+inline int ResidentBlocksPerSm(const void* kernel, int threads, size_t shared_bytes) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return blocks > 0 ? blocks : 1;
+}
+
 struct RowKeys {
   int64_t first = 0, end = 0;  // the row's keys: positions [first, end)
 };

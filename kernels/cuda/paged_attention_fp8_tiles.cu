@@ -314,15 +314,12 @@ cudaError_t LaunchFp8TileAttention(const PagedAttentionArgs& a, dim3 grid, cudaS
 
 template <int D, int G>
 int Fp8TileAttentionBlocksPerSm() {
-  int blocks = 0;
-  if (ConfigureFp8Tiles<D, G>() != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Fp8TileAttentionKernel<D, G>,
-                                                    32 * kWarps,
-                                                    Fp8SharedBytes<D>(G)) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  return blocks > 0 ? blocks : 1;
+  static const int blocks =
+      ConfigureFp8Tiles<D, G>() == cudaSuccess
+          ? ResidentBlocksPerSm(reinterpret_cast<const void*>(Fp8TileAttentionKernel<D, G>),
+                                32 * kWarps, Fp8SharedBytes<D>(G))
+          : 1;
+  return blocks;
 }
 
 template cudaError_t LaunchFp8TileAttention<64, 1>(const PagedAttentionArgs&, dim3, cudaStream_t);

@@ -233,14 +233,12 @@ cudaError_t LaunchTileAttention(const PagedAttentionArgs& a, dim3 grid, cudaStre
 template <int D, int G>
 int TileAttentionBlocksPerSm(bool fp8) {
   if (fp8) return Fp8TileAttentionBlocksPerSm<D, G>();
-  int blocks = 0;
-  if (ConfigureTiles<D, G>() != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, TileAttentionKernel<D, G>, 32 * kWarps,
-                                                    TileSharedBytes<D, G>()) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  return blocks > 0 ? blocks : 1;
+  static const int blocks =
+      ConfigureTiles<D, G>() == cudaSuccess
+          ? ResidentBlocksPerSm(reinterpret_cast<const void*>(TileAttentionKernel<D, G>),
+                                32 * kWarps, TileSharedBytes<D, G>())
+          : 1;
+  return blocks;
 }
 
 template cudaError_t LaunchTileAttention<64, 1>(const PagedAttentionArgs&, dim3, cudaStream_t);
