@@ -37,9 +37,20 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary,
   }
 }
 
-bool JsonConstraint::complete() const {
+void JsonConstraint::AllowReasoningFirst(int32_t open, int32_t close) {
+  RIDGE_CHECK(open >= 0 && open < vocabulary_->vocab_size());
+  RIDGE_CHECK(close >= 0 && close < vocabulary_->vocab_size() && close != open);
+  RIDGE_CHECK(phase_ == Phase::kInstance && !InstanceComplete());
+  phase_ = Phase::kMayReason;
+  reasoning_open_ = open;
+  reasoning_close_ = close;
+}
+
+bool JsonConstraint::InstanceComplete() const {
   return std::visit([](const auto& s) { return s.complete(); }, state_);
 }
+
+bool JsonConstraint::complete() const { return phase_ != Phase::kReasoning && InstanceComplete(); }
 
 std::shared_ptr<const TokenBits> JsonConstraint::AllowedBits() const {
   if (const auto* s = std::get_if<JsonSchemaState>(&state_)) {
@@ -50,8 +61,19 @@ std::shared_ptr<const TokenBits> JsonConstraint::AllowedBits() const {
 
 int32_t JsonConstraint::MaskLogits(std::span<float> logits) {
   RIDGE_CHECK(logits.size() == static_cast<size_t>(vocabulary_->vocab_size()));
+  if (phase_ == Phase::kReasoning) return 0;  // every token, until the reasoning closes
+  if (phase_ == Phase::kMayReason) {          // the instance's first tokens, or reasoning
+    const float open = logits[reasoning_open_];
+    const int32_t lowest = MaskInstance(logits);
+    logits[reasoning_open_] = open;
+    return std::min(lowest, reasoning_open_);
+  }
+  return MaskInstance(logits);
+}
+
+int32_t JsonConstraint::MaskInstance(std::span<float> logits) {
   constexpr float kRefused = -std::numeric_limits<float>::infinity();
-  if (!complete()) {
+  if (!InstanceComplete()) {
     // The end tokens are refused until the instance is complete: a special token has no bytes,
     // but one that is text (a stop token) must not slip into the instance either.
     const std::shared_ptr<const TokenBits> bits = AllowedBits();
@@ -85,7 +107,15 @@ int32_t JsonConstraint::MaskLogits(std::span<float> logits) {
 
 void JsonConstraint::Accept(int32_t token) {
   RIDGE_CHECK(token >= 0 && token < vocabulary_->vocab_size());
-  if (complete() || ((end_bits_[token / 64] >> (token % 64)) & 1u) != 0) return;
+  if (phase_ == Phase::kReasoning) {
+    if (token == reasoning_close_) phase_ = Phase::kInstance;
+    return;
+  }
+  if (phase_ == Phase::kMayReason) {
+    phase_ = token == reasoning_open_ ? Phase::kReasoning : Phase::kInstance;
+    if (phase_ == Phase::kReasoning) return;
+  }
+  if (InstanceComplete() || ((end_bits_[token / 64] >> (token % 64)) & 1u) != 0) return;
   std::visit(
       [&](auto& s) {
         for (char c : vocabulary_->bytes(token)) {
@@ -97,6 +127,7 @@ void JsonConstraint::Accept(int32_t token) {
 }
 
 size_t JsonConstraint::AcceptPrefix(std::string_view text) {
+  RIDGE_CHECK(phase_ == Phase::kInstance || text.empty());
   auto state = state_;
   const size_t fitting = std::visit([&](auto& s) { return StepWhileFitting(s, text); }, state);
   if (fitting == text.size()) state_ = std::move(state);

@@ -41,16 +41,31 @@ class JsonConstraint {
   // and leaves the constraint where it was. Before the first token only.
   size_t AcceptPrefix(std::string_view text);
 
+  // Lets the output open with `open` (a reasoning model's "<think>", a special token without
+  // bytes), after which every token is free until `close` ("</think>") and the instance begins
+  // after it: the model may think before it answers in JSON, as vLLM's structured outputs let a
+  // model with a reasoning parser. Without it the first token belongs to the instance. Before
+  // the first token only, and not after AcceptPrefix moved past text.
+  void AllowReasoningFirst(int32_t open, int32_t close);
+  bool reasoning() const { return phase_ == Phase::kReasoning; }
+
+  // Complete: the instance, not reasoning before it.
   bool complete() const;
 
  private:
+  enum class Phase { kInstance, kMayReason, kReasoning };
+
   std::shared_ptr<const TokenBits> AllowedBits() const;
+  bool InstanceComplete() const;
+  int32_t MaskInstance(std::span<float> logits);
 
   std::shared_ptr<const JsonVocabulary> vocabulary_;
   std::shared_ptr<const JsonSchema> schema_;  // null: any object
   std::vector<int32_t> end_ids_;              // sorted, distinct
   TokenBits end_bits_;                        // the same as bits
   std::variant<JsonByteState, JsonSchemaState> state_;
+  Phase phase_ = Phase::kInstance;
+  int32_t reasoning_open_ = -1, reasoning_close_ = -1;
 };
 
 // How many bytes of `text`, from its first, could begin an instance (of `schema`, or when it is

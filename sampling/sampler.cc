@@ -109,6 +109,9 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
                        fitting, " bytes could begin one, not the byte after them, '",
                        absl::CEscape(std::string(prefix.substr(fitting, 1))), "'"));
     }
+    if (params.json_reasoning_open >= 0) {
+      json->AllowReasoningFirst(params.json_reasoning_open, params.json_reasoning_close);
+    }
   }
   uint64_t seed;
   if (params.seed.has_value()) {

@@ -87,6 +87,27 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
   if (!params.json_prefix.empty() && params.json_output == nullptr) {
     return absl::InvalidArgumentError("JSON output: a start of the object without a constraint");
   }
+  if (params.json_reasoning_open >= 0 || params.json_reasoning_close >= 0) {
+    if (params.json_output == nullptr) {
+      return absl::InvalidArgumentError("JSON output: reasoning tokens without a constraint");
+    }
+    if (!params.json_prefix.empty()) {
+      return absl::InvalidArgumentError(
+          "JSON output: reasoning before an object that has already begun");
+    }
+    for (const auto& [name, id] : {std::pair{"open", params.json_reasoning_open},
+                                   std::pair{"close", params.json_reasoning_close}}) {
+      if (id < 0 || id >= vocab_size) {
+        return OutOfRange(absl::StrCat("the reasoning's ", name, " token"),
+                          absl::StrCat("a token id in [0, ", vocab_size, ")"), id);
+      }
+    }
+    if (params.json_reasoning_open == params.json_reasoning_close) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("JSON output: the reasoning opens and closes with the same token ",
+                       params.json_reasoning_open));
+    }
+  }
   if (params.json_output != nullptr && params.json_output->vocab_size() != vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("JSON output: its vocabulary has ",
                                                    params.json_output->vocab_size(),

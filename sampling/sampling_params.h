@@ -40,6 +40,10 @@ struct SamplingParams {
   // Beside json_output: the object has begun with this text before the output (a chat's final
   // message continued, continue_final_message), and the output is the rest of it.
   std::string json_prefix = {};
+  // Beside json_output, for a reasoning model (a server's --reasoning-parser): the tokens that
+  // open and close its reasoning ("<think>", "</think>"), which the output may begin with before
+  // the object (JsonConstraint::AllowReasoningFirst). -1: the object from the first token.
+  int32_t json_reasoning_open = -1, json_reasoning_close = -1;
 };
 
 inline constexpr size_t kMaxLogitBiasEntries = 1024;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "base/json_nesting.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/jinja/value.h"
@@ -12,8 +13,6 @@
 namespace ridge {
 namespace {
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
 constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kCallClose = "</tool_call>";
 
@@ -81,26 +80,27 @@ ChatDelta ChatOutputParser::Add(std::string_view text) {
   while (true) {
     if (reasoning_state_ == ReasoningState::kUndecided) {
       const std::string_view buffer = reasoning_buffer_;
-      if (buffer.size() < kThinkOpen.size() && kThinkOpen.substr(0, buffer.size()) == buffer) {
+      if (buffer.size() < kReasoningOpen.size() &&
+          kReasoningOpen.substr(0, buffer.size()) == buffer) {
         return out;  // may still become "<think>"
       }
-      if (buffer.substr(0, kThinkOpen.size()) == kThinkOpen) {
+      if (buffer.substr(0, kReasoningOpen.size()) == kReasoningOpen) {
         reasoning_state_ = ReasoningState::kReasoning;
-        reasoning_buffer_.erase(0, kThinkOpen.size());
+        reasoning_buffer_.erase(0, kReasoningOpen.size());
         continue;
       }
       reasoning_state_ = ReasoningState::kContent;
     }
     if (reasoning_state_ == ReasoningState::kReasoning) {
-      const size_t close = reasoning_buffer_.find(kThinkClose);
+      const size_t close = reasoning_buffer_.find(kReasoningClose);
       if (close == std::string::npos) {
-        const size_t hold = PartialTagSuffix(reasoning_buffer_, kThinkClose);
+        const size_t hold = PartialTagSuffix(reasoning_buffer_, kReasoningClose);
         out.reasoning.append(reasoning_buffer_, 0, reasoning_buffer_.size() - hold);
         reasoning_buffer_.erase(0, reasoning_buffer_.size() - hold);
         return out;
       }
       out.reasoning.append(reasoning_buffer_, 0, close);
-      reasoning_buffer_.erase(0, close + kThinkClose.size());
+      reasoning_buffer_.erase(0, close + kReasoningClose.size());
       reasoning_state_ = ReasoningState::kContent;
     }
     // kContent
@@ -187,7 +187,9 @@ void ChatOutputParser::EmitWholeContent(ChatDelta* out) {
       out->content += text;
       return;
     }
-    out->tool_calls.push_back({NewToolCallId(), options_.forced_function, std::move(text)});
+    // Without the white space around it (after a reasoning model's "</think>", say).
+    out->tool_calls.push_back(
+        {NewToolCallId(), options_.forced_function, std::string(absl::StripAsciiWhitespace(text))});
     ++tool_calls_emitted_;
     return;
   }

@@ -22,6 +22,10 @@
 
 namespace ridge {
 
+// The tags around a Qwen3 reply's reasoning (single special tokens in its vocabulary).
+inline constexpr std::string_view kReasoningOpen = "<think>";
+inline constexpr std::string_view kReasoningClose = "</think>";
+
 struct ParsedToolCall {
   std::string id;  // "chatcmpl-tool-" + 24 hex digits
   std::string name;

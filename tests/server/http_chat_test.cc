@@ -37,9 +37,10 @@ const json kWeatherTool = json::parse(R"({"type": "function", "function": {
 class HttpChatTest : public ::testing::Test {
  protected:
   virtual std::string TemplateFile() const { return "qwen3.jinja"; }
+  virtual json TokenizerJson() const { return testing::TinyTokenizerJson(); }
   void SetUp() override {
-    tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
-                                      testing::TinyTokenizerConfigJson().dump());
+    tokenizer_ =
+        *Tokenizer::FromJson(TokenizerJson().dump(), testing::TinyTokenizerConfigJson().dump());
     auto chat = ChatTemplate::FromSource(TemplateFile(), ReadTemplate(TemplateFile()),
                                          ChatSpecialTokens::FromConfig(tokenizer_->config()));
     ASSERT_TRUE(chat.ok()) << chat.status();
@@ -261,6 +262,72 @@ TEST_F(HttpChatTest, BadToolRequestsAre400NamingTheField) {
   r = PostJson(*client_, "/v1/chat/completions", {{"messages", messages}, {"tools", {bad_tool}}});
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(r.body["error"]["param"], "tools");
+}
+
+// A vocabulary with Qwen3's reasoning tags as tokens of their own (ids 259 and 260).
+class HttpChatReasoningTokensTest : public HttpChatTest {
+ protected:
+  json TokenizerJson() const override {
+    json tokenizer = testing::TinyTokenizerJson();
+    for (const auto& [id, tag] : {std::pair{259, "<think>"}, std::pair{260, "</think>"}}) {
+      tokenizer["added_tokens"].push_back({{"id", id},
+                                           {"content", tag},
+                                           {"single_word", false},
+                                           {"lstrip", false},
+                                           {"rstrip", false},
+                                           {"normalized", false},
+                                           {"special", false}});
+      tokenizer["model"]["vocab"][tag] = id;
+    }
+    return tokenizer;
+  }
+};
+
+// With --reasoning-parser, a constrained reply may think first: the engine gets the tags' tokens
+// (the constraint takes the text after "</think>"), and the reply's reasoning comes back as
+// reasoning_content, the object or the forced call's arguments after it.
+TEST_F(HttpChatReasoningTokensTest, AConstrainedReplyMayThinkFirst) {
+  const json messages = {{{"role", "user"}, {"content", "Paris?"}}};
+  json body = Says("<think>\nJSON, then.\n</think>\n\n{\"city\": \"Paris\"}",
+                   {{"messages", messages}, {"response_format", {{"type", "json_object"}}}});
+  auto r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(backend_.last_request.sampling.json_output, nullptr);
+  EXPECT_EQ(backend_.last_request.sampling.json_reasoning_open, 259);
+  EXPECT_EQ(backend_.last_request.sampling.json_reasoning_close, 260);
+  EXPECT_EQ(r.body["choices"][0]["message"]["reasoning_content"], "\nJSON, then.\n");
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], "\n\n{\"city\": \"Paris\"}");
+
+  body = Says("<think>\nA call.\n</think>\n\n{\"city\": \"Paris\"}",
+              {{"messages", messages}, {"tools", {kWeatherTool}}});
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(backend_.last_request.sampling.json_reasoning_open, 259);
+  EXPECT_EQ(r.body["choices"][0]["message"]["reasoning_content"], "\nA call.\n");
+  ExpectTheWeatherCall(r.body["choices"][0], "stop");
+
+  // Continuing the final message: the object has begun, so there is no reasoning before it.
+  body = Says("\"Paris\"}", {{"messages",
+                              {{{"role", "user"}, {"content", "Paris?"}},
+                               {{"role", "assistant"}, {"content", "{\"city\": "}}}},
+                             {"response_format", {{"type", "json_object"}}},
+                             {"add_generation_prompt", false},
+                             {"continue_final_message", true}});
+  r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(backend_.last_request.sampling.json_prefix, "{\"city\": ");
+  EXPECT_EQ(backend_.last_request.sampling.json_reasoning_open, -1);
+}
+
+// Without the tags in the vocabulary, the constraint holds from the first token.
+TEST_F(HttpChatTest, WithoutReasoningTokensTheObjectComesFirst) {
+  const json body = Says("{}", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                {"response_format", {{"type", "json_object"}}}});
+  const auto r = PostJson(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(backend_.last_request.sampling.json_reasoning_open, -1);
+  EXPECT_EQ(backend_.last_request.sampling.json_reasoning_close, -1);
 }
 
 class HttpChatGemmaTest : public HttpChatTest {

@@ -465,5 +465,91 @@ TEST(JsonSamplerTest, OnlyAnEndTokenFollowsTheObjectAndNoneComesBefore) {
             std::string::npos);
 }
 
+// A reasoning model's output may open with its reasoning ("<think>" ... "</think>", special
+// tokens without bytes), free of the constraint, and the object follows it; without the
+// reasoning tokens, or once the object has begun, "<think>" is refused like any special token.
+TEST(JsonSamplerTest, AReasoningModelMayThinkBeforeTheObject) {
+  std::vector<std::string> bytes;
+  for (int c = 0x20; c < 0x7F; ++c) bytes.push_back(std::string(1, static_cast<char>(c)));
+  bytes.push_back("{}");
+  const auto text_tokens = static_cast<int32_t>(bytes.size());
+  const int32_t open = text_tokens, close = text_tokens + 1, end = text_tokens + 2;
+  bytes.insert(bytes.end(), {"", "", ""});
+  const auto vocab = static_cast<int32_t>(bytes.size());
+  const auto token = [](char c) { return static_cast<int32_t>(c - 0x20); };
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.json_output = *JsonVocabulary::Create(bytes);
+  params.json_reasoning_open = open;
+  params.json_reasoning_close = close;
+  auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  const JsonConstraint& json = *sampler->json_constraint();
+  // Wanted most: `first`, then `second`; the rest even.
+  const auto want = [&](int32_t first, int32_t second) {
+    std::vector<float> logits(vocab, 0.0f);
+    logits[first] = 10.0f;
+    logits[second] = 5.0f;
+    return sampler->Sample(logits, {}, {});
+  };
+  EXPECT_EQ(want(open, token('{')), open);  // reasoning may open the output
+  EXPECT_TRUE(json.reasoning());
+  EXPECT_FALSE(json.complete());
+  EXPECT_EQ(want(token('x'), token('{')), token('x'));  // any text while it reasons
+  EXPECT_EQ(want(open, token('{')), open);              // its tags are text to it too
+  EXPECT_EQ(want(close, token('x')), close);
+  EXPECT_FALSE(json.reasoning());
+  EXPECT_EQ(want(token('x'), token('{')), token('{'));  // then the object, constrained
+  EXPECT_EQ(want(open, token('}')), token('}'));        // no reasoning inside it
+  EXPECT_TRUE(json.complete());
+  EXPECT_EQ(want(token('x'), end), end);
+
+  // The end token may come while reasoning (the output then ends short of an object).
+  auto thinking = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+  std::vector<float> logits(vocab, 0.0f);
+  logits[open] = 10.0f;
+  EXPECT_EQ(thinking->Sample(logits, {}, {}), open);
+  logits[open] = 0.0f;
+  logits[end] = 10.0f;
+  EXPECT_EQ(thinking->Sample(logits, {}, {}), end);
+  EXPECT_FALSE(thinking->json_constraint()->complete());
+
+  // An object from the first token leaves no reasoning after it.
+  auto direct = Sampler::Create(params, vocab, std::vector<int32_t>{end});
+  logits.assign(vocab, 0.0f);
+  logits[token('{')] = 10.0f;
+  EXPECT_EQ(direct->Sample(logits, {}, {}), token('{'));
+  logits[open] = 20.0f;
+  EXPECT_NE(direct->Sample(logits, {}, {}), open);
+  EXPECT_FALSE(direct->json_constraint()->reasoning());
+
+  // Without the reasoning tokens "<think>" is refused from the start.
+  SamplingParams plain = params;
+  plain.json_reasoning_open = plain.json_reasoning_close = -1;
+  auto strict = Sampler::Create(plain, vocab, std::vector<int32_t>{end});
+  logits.assign(vocab, 0.0f);
+  logits[open] = 20.0f;
+  logits[token('{')] = 1.0f;
+  EXPECT_EQ(strict->Sample(logits, {}, {}), token('{'));
+
+  // Reasoning tokens that cannot work are refused by name.
+  const auto refusal = [&](SamplingParams bad) {
+    const auto made = Sampler::Create(bad, vocab, std::vector<int32_t>{end});
+    return made.ok() ? std::string("accepted") : std::string(made.status().message());
+  };
+  SamplingParams same = params;
+  same.json_reasoning_close = open;
+  EXPECT_NE(refusal(same).find("the same token"), std::string::npos);
+  SamplingParams outside = params;
+  outside.json_reasoning_close = vocab;
+  EXPECT_NE(refusal(outside).find("close token"), std::string::npos);
+  SamplingParams begun = params;
+  begun.json_prefix = "{";
+  EXPECT_NE(refusal(begun).find("already begun"), std::string::npos);
+  SamplingParams unconstrained = params;
+  unconstrained.json_output = nullptr;
+  EXPECT_NE(refusal(unconstrained).find("without a constraint"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ridge
