@@ -197,11 +197,17 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
   }
   p.engine.sampling = p.api.sampling;
   if (p.api.json_object || p.api.json_schema != nullptr || p.api.tool_arguments != nullptr) {
-    auto vocabulary = json_vocabulary_.Get();
-    if (!vocabulary.ok()) {
-      return WithParam(vocabulary.status(),
-                       p.api.tool_arguments != nullptr ? "tool_choice" : "response_format");
+    const char* constraint = p.api.tool_arguments != nullptr ? "tool_choice" : "response_format";
+    if (p.engine.sampling.ignore_eos && p.engine.sampling.stop_token_ids.empty()) {
+      return FieldError("ignore_eos",
+                        absl::StrCat("cannot be used with this ", constraint,
+                                     ": its output must end once the JSON is complete, with an "
+                                     "end-of-sequence token that ignore_eos takes away; send the "
+                                     "request without ignore_eos, or with stop_token_ids to end "
+                                     "it"));
     }
+    auto vocabulary = json_vocabulary_.Get();
+    if (!vocabulary.ok()) return WithParam(vocabulary.status(), constraint);
     p.engine.sampling.json_output = *std::move(vocabulary);
     p.engine.sampling.json_schema =
         p.api.tool_arguments != nullptr ? p.api.tool_arguments : p.api.json_schema;

@@ -320,6 +320,35 @@ TEST_F(HttpChatReasoningTokensTest, AConstrainedReplyMayThinkFirst) {
   EXPECT_EQ(backend_.last_request.sampling.json_reasoning_open, -1);
 }
 
+// A constrained output ends with an end-of-sequence token: ignore_eos without stop tokens is a
+// 400 naming it and the constraint, before anything is queued.
+TEST_F(HttpChatTest, IgnoreEosWithAConstraintIs400NamingBoth) {
+  const json messages = {{{"role", "user"}, {"content", "Paris?"}}};
+  json forced = {{"messages", messages},
+                 {"tools", {kWeatherTool}},
+                 {"ignore_eos", true},
+                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}};
+  auto r = PostJson(*client_, "/v1/chat/completions", forced);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.body["error"]["param"], "ignore_eos");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("this tool_choice"),
+            std::string::npos)
+      << r.body;
+  json object = {
+      {"messages", messages}, {"ignore_eos", true}, {"response_format", {{"type", "json_object"}}}};
+  r = PostJson(*client_, "/v1/chat/completions", object);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.body["error"]["param"], "ignore_eos");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("this response_format"),
+            std::string::npos)
+      << r.body;
+  // With a stop token to end it, the request goes through.
+  object = Says("{}", object);
+  object["stop_token_ids"] = {2};
+  r = PostJson(*client_, "/v1/chat/completions", object);
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
 // Without the tags in the vocabulary, the constraint holds from the first token.
 TEST_F(HttpChatTest, WithoutReasoningTokensTheObjectComesFirst) {
   const json body = Says("{}", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
