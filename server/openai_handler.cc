@@ -108,6 +108,15 @@ OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokeni
   if (chat_template_ != nullptr && tokenizer_ != nullptr) {
     turn_start_ = FindTurnStartToken(*chat_template_, *tokenizer_);
   }
+  if (tokenizer_ != nullptr && !options_->reasoning_parser.empty()) {
+    const std::optional<int32_t> open = tokenizer_->TokenToId(kReasoningOpen);
+    const std::optional<int32_t> close = tokenizer_->TokenToId(kReasoningClose);
+    const int32_t vocab = options_->limits.vocab_size;
+    if (open && close && *open < vocab && *close < vocab) {
+      reasoning_open_ = *open;
+      reasoning_close_ = *close;
+    }
+  }
 }
 
 absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(
@@ -214,16 +223,11 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
     if (kind == ApiKind::kChat && p.api.chat.render.continue_final_message) {
       ASSIGN_OR_RETURN(p.engine.sampling.json_prefix,
                        ConstrainedStart(p.api, p.engine.sampling.json_schema.get(), continued));
-    } else if (kind == ApiKind::kChat && !options_->reasoning_parser.empty()) {
+    } else if (kind == ApiKind::kChat) {
       // The reply may think first (its reasoning_content), and the constraint takes the text
       // after </think>, as vLLM's structured outputs with a reasoning parser.
-      const std::optional<int32_t> open = tokenizer_->TokenToId(kReasoningOpen);
-      const std::optional<int32_t> close = tokenizer_->TokenToId(kReasoningClose);
-      if (open && close && *open < options_->limits.vocab_size &&
-          *close < options_->limits.vocab_size) {
-        p.engine.sampling.json_reasoning_open = *open;
-        p.engine.sampling.json_reasoning_close = *close;
-      }
+      p.engine.sampling.json_reasoning_open = reasoning_open_;
+      p.engine.sampling.json_reasoning_close = reasoning_close_;
     }
   }
   p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;

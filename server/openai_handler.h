@@ -53,6 +53,9 @@ class OpenAiHandler {
   // The token each chat message starts with, where the prefix cache keeps states inside a
   // chat prompt (server/turn_boundaries.h); nullopt without a template or when none is found.
   std::optional<int32_t> turn_start_;
+  // With --reasoning-parser, the tokens of "<think>" and "</think>" (each a token of its own in
+  // the model's vocabulary), which a JSON-constrained chat reply may begin with; -1 otherwise.
+  int32_t reasoning_open_ = -1, reasoning_close_ = -1;
   PrometheusMetrics* metrics_;
   const HttpServerOptions* options_;
   std::shared_ptr<ActiveRequests> active_;

@@ -58,9 +58,8 @@ struct AttentionSplitShape {
 // PagedAttentionArgs::max_splits for `shape` on `sm_count` multiprocessors: the count whose
 // blocks fill the blocks the GPU holds at once (the kernel's occupancy, asked of the runtime the
 // first time and kept) in the fewest, fullest waves for the keys each takes, the partials'
-// traffic and the merge counted; no split under 512 keys. A split count
-// that leaves the last wave of blocks a quarter full made the kernel 5% slower on an H200
-// (tools/bench/RESULTS.md).
+// traffic and the merge counted; no split under 512 keys. A split count that leaves the last
+// wave of blocks a quarter full made the kernel 5% slower on an H200 (tools/bench/RESULTS.md).
 int32_t PickAttentionSplits(const AttentionSplitShape& shape, int32_t sm_count);
 
 bool PagedAttentionSupports(int32_t q_heads, int32_t kv_heads, int32_t head_dim);
