@@ -213,6 +213,7 @@ void Engine::Preempt(const std::vector<RequestId>& victims) {
     seq->feed.insert(seq->feed.end(), seq->generated.begin(), seq->generated.end());
     seq->prompt_done = 0;
     seq->position = 0;
+    if (!seq->prompt_scores_sent) seq->prompt_scores.clear();  // scored again as recomputed
     Log(LogLevel::kDebug, "request ", seq->id, ": preempted for KV blocks after ",
         seq->generated.size(), " tokens; it will be recomputed");
     waiting_.push_front(std::move(seq));
@@ -407,13 +408,18 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     return false;
   };
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
+  int64_t scored_rows_left = kMaxScoredRowsPerStep;
   for (const auto& [id, planned] : plan.prefill) {
     Sequence* found = find(id);
     if (found == nullptr) continue;
     Sequence& seq = *found;
     // A hit that could not be restored starts from scratch: its piece is still within the
     // prompt.
-    const int64_t n = std::min(planned, TokensToNextSnapshot(seq));
+    int64_t n = std::min(planned, TokensToNextSnapshot(seq));
+    if (seq.scores_prompt()) {
+      n = std::min(n, scored_rows_left);
+      scored_rows_left -= seq.PromptRowsToScore(n);
+    }
     if (n <= 0 || !take_blocks(seq, n)) continue;
     chunks.push_back({seq.memory.slot,
                       std::span<const int32_t>(seq.feed).subspan(seq.prompt_done, n), seq.solver,
@@ -447,9 +453,19 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
       const int64_t done = seq.prompt_done + (chunks[i].phase == SolvePhase::kPrefill
                                                   ? static_cast<int64_t>(chunks[i].tokens.size())
                                                   : 0);
+      if (chunks[i].phase == SolvePhase::kPrefill && seq.scores_prompt()) {
+        const int64_t rows = seq.PromptRowsToScore(static_cast<int64_t>(chunks[i].tokens.size()));
+        picks[i].score_next =
+            std::span<const int32_t>(seq.request.prompt).subspan(seq.prompt_done + 1, rows);
+        picks[i].score_top_logprobs = seq.request.prompt_logprobs;
+      }
       if (done < static_cast<int64_t>(seq.feed.size())) continue;  // no token yet
-      picks[i] = {&seq.sampler,  seq.sampler.NextDrawUniform(), seq.request.prompt,
-                  seq.generated, seq.wants_logprobs(),          seq.request.top_logprobs};
+      picks[i].sampler = &seq.sampler;
+      picks[i].uniform = seq.sampler.NextDrawUniform();
+      picks[i].prompt = seq.request.prompt;
+      picks[i].generated = seq.generated;
+      picks[i].logprobs = seq.wants_logprobs();
+      picks[i].top_logprobs = seq.request.top_logprobs;
     }
     std::vector<PickedToken> picked;
     const absl::Status status = backend_->ForwardPick(chunks, picks, &picked);
@@ -469,12 +485,20 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
       }
       seq.position += static_cast<int64_t>(chunks[i].tokens.size());
       if (prefill) {
+        for (PickedToken& row : picked[i].scored) {
+          seq.prompt_scores.push_back({row.token, row.logprob, std::move(row.top), row.rank});
+        }
         seq.prompt_done += static_cast<int64_t>(chunks[i].tokens.size());
         if (seq.prompt_done < static_cast<int64_t>(seq.feed.size())) {
           if (AtSnapshotPoint(seq)) SnapshotPrompt(seq);
           continue;
         }
         SnapshotPrompt(seq);
+        if (seq.scores_prompt()) {  // the first event carries them
+          seq.pending.prompt_logprobs = std::move(seq.prompt_scores);
+          seq.prompt_scores.clear();
+          seq.prompt_scores_sent = true;
+        }
       }
       if (!Advance(seq, std::move(picked[i]), now)) finished.push_back(seq.id);
     }

@@ -27,6 +27,7 @@ void Engine::FindCachedPrefixes() {
       std::min<int64_t>(static_cast<int64_t>(waiting_.size()), memory_.FreeRunningSlots());
   for (int64_t i = 0; i < candidates; ++i) {
     Sequence& seq = *waiting_[i];
+    if (seq.request.prompt_logprobs >= 0) continue;  // every prompt token is computed and scored
     if (seq.session_node != nullptr) {
       // A session's state, pinned: the request continues it whatever its own namespace.
       const CachedSnapshot& snapshot = PrefixCache::snapshot(seq.session_node);

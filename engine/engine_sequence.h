@@ -1,6 +1,7 @@
 // The engine's record of one request (private to the engine's translation units).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -10,6 +11,10 @@
 #include "engine/engine.h"
 
 namespace ridge {
+
+// Rows a step scores for prompt logprobs at most: each takes a row of logits on the device
+// (600 KB at a 150K vocabulary).
+inline constexpr int64_t kMaxScoredRowsPerStep = 512;
 
 struct Engine::Sequence {
   explicit Sequence(Sampler s) : sampler(std::move(s)) {}
@@ -38,8 +43,18 @@ struct Engine::Sequence {
   // The EOS or stop token that ended it (never in `generated`), for its session's history.
   std::optional<int32_t> final_token;
   RequestEvent pending;  // tokens of this step, sent once the step is over
+  // Prompt logprobs (EngineRequest::prompt_logprobs) computed so far, until the prompt is done
+  // and they go out with the first event.
+  std::vector<LogprobEntry> prompt_scores;
+  bool prompt_scores_sent = false;
 
   bool wants_logprobs() const { return request.logprobs || request.top_logprobs > 0; }
+  bool scores_prompt() const { return request.prompt_logprobs >= 0 && !prompt_scores_sent; }
+  // Rows of the next prompt piece of n tokens that have a next prompt token to score.
+  int64_t PromptRowsToScore(int64_t n) const {
+    const int64_t left = static_cast<int64_t>(request.prompt.size()) - 1 - prompt_done;
+    return std::clamp<int64_t>(left, 0, n);
+  }
   // Its prompt and every token it generated: its state holds the first `position` of them (the
   // last one picked may not have been fed yet).
   std::vector<int32_t> history() const {

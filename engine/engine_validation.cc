@@ -68,6 +68,15 @@ absl::Status Engine::Validate(const EngineRequest& request) const {
     return absl::InvalidArgumentError(
         absl::StrCat("top_logprobs: ", request.top_logprobs, " must be 0 to ", kMaxTopLogprobs));
   }
+  if (request.prompt_logprobs < -1 || request.prompt_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt_logprobs: ", request.prompt_logprobs,
+                                                   " must be -1 (none) to ", kMaxTopLogprobs));
+  }
+  if (request.prompt_logprobs >= 0 && !request.session_id.empty()) {
+    return absl::InvalidArgumentError(
+        "prompt_logprobs: a request that continues a session (session_id) does not compute its "
+        "history, so it cannot score its prompt");
+  }
   if (request.solver.has_value()) {
     RETURN_IF_ERROR(ValidateSolverOptions(*request.solver, options_.max_solver_iterations));
   }

@@ -28,7 +28,12 @@ struct EngineRequest {
   std::optional<SolverOptions> solver;  // unset: the engine's default budget
   int32_t top_logprobs = 0;             // 0: none; else the n most likely tokens per step (<= 20)
   bool logprobs = false;                // report the sampled token's logprob
-  std::optional<SteadyTime> deadline;   // cancelled with kDeadlineExceeded when passed
+  // -1: none. n >= 0: each prompt token after the first comes back with its log-probability
+  // under the model given the tokens before it, and the n most likely tokens there (<= 20), in
+  // the request's first event (RequestEvent::prompt_logprobs). The whole prompt is computed for
+  // it: no cached prefix is used, and it cannot continue a session.
+  int32_t prompt_logprobs = -1;
+  std::optional<SteadyTime> deadline;  // cancelled with kDeadlineExceeded when passed
   // The client named no max_tokens (sampling.max_tokens is a default): Submit lowers it to what
   // the model's context and the KV cache can hold beside the prompt, as vLLM does, instead of
   // refusing the request.
@@ -67,6 +72,7 @@ struct LogprobEntry {
   int32_t token = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // most likely first
+  int32_t rank = 0;  // prompt logprobs: tokens at least as likely (1: the most likely)
 };
 
 struct RequestUsage {
@@ -87,6 +93,8 @@ struct RequestEvent {
   RequestId id = 0;
   std::vector<int32_t> tokens;  // new tokens (a stop id or EOS that ended it is not included)
   std::vector<LogprobEntry> logprobs;  // parallel to tokens when asked for
+  // With EngineRequest::prompt_logprobs, in the first event: entry i is prompt token i + 1's.
+  std::vector<LogprobEntry> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kLength;
   absl::Status status;

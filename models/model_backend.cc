@@ -1,6 +1,8 @@
 #include "models/model_backend.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -16,6 +18,25 @@ PickedToken PickOnHost(const TokenPick& pick, std::span<const float> row) {
     out.logprob = TokenLogprob(row, out.token);
     TopLogprobs(row, pick.top_logprobs, &out.top);
   }
+  return out;
+}
+
+int64_t ScoredRows(std::span<const TokenPick> picks) {
+  int64_t rows = 0;
+  for (const TokenPick& pick : picks) rows += static_cast<int64_t>(pick.score_next.size());
+  return rows;
+}
+
+PickedToken ScoreOnHost(std::span<const float> row, int32_t next, int32_t top) {
+  PickedToken out;
+  out.token = next;
+  out.logprob = TokenLogprob(row, next);
+  TopLogprobs(row, top, &out.top);
+  // NaN reads as -inf, as the samplers read it.
+  auto clean = [](float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; };
+  const float chosen = clean(row[next]);
+  out.rank = static_cast<int32_t>(
+      std::count_if(row.begin(), row.end(), [&](float x) { return clean(x) >= chosen; }));
   return out;
 }
 
@@ -37,16 +58,27 @@ absl::Status ModelBackend::ForwardSample(std::span<const SlotChunk> chunks,
                                          std::span<const TokenPick> picks,
                                          std::vector<PickedToken>* picked) {
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
+  // Scored rows need every row's logits; otherwise each chunk's last row is enough.
+  const bool all_rows = ScoredRows(picks) > 0;
   std::vector<float> logits;
-  RETURN_IF_ERROR(Forward(chunks, LogitsFor::kLastToken, &logits));
+  RETURN_IF_ERROR(
+      Forward(chunks, all_rows ? LogitsFor::kAllTokens : LogitsFor::kLastToken, &logits));
   picked->clear();
   if (logits.empty()) return absl::OkStatus();  // a tensor-parallel rank that answers nothing
   const int64_t vocab = spec().vocab_size;
+  auto row = [&](int64_t r) { return std::span<const float>(logits).subspan(r * vocab, vocab); };
   picked->assign(chunks.size(), PickedToken{});
+  int64_t first_row = 0;  // the chunk's first row in `logits` (all rows)
   for (size_t i = 0; i < chunks.size(); ++i) {
     const TokenPick& pick = picks[i];
-    if (pick.sampler == nullptr) continue;
-    (*picked)[i] = PickOnHost(pick, std::span<const float>(logits).subspan(i * vocab, vocab));
+    const int64_t tokens = static_cast<int64_t>(chunks[i].tokens.size());
+    const int64_t last_row = all_rows ? first_row + tokens - 1 : static_cast<int64_t>(i);
+    if (pick.sampler != nullptr) (*picked)[i] = PickOnHost(pick, row(last_row));
+    for (size_t r = 0; r < pick.score_next.size(); ++r) {
+      (*picked)[i].scored.push_back(
+          ScoreOnHost(row(first_row + r), pick.score_next[r], pick.score_top_logprobs));
+    }
+    first_row += tokens;
   }
   return absl::OkStatus();
 }
@@ -55,7 +87,8 @@ absl::Status ModelBackend::ForwardPick(std::span<const SlotChunk> chunks,
                                        std::span<const TokenPick> picks,
                                        std::vector<PickedToken>* picked) {
   const bool all_greedy = std::all_of(picks.begin(), picks.end(), [](const TokenPick& pick) {
-    return pick.sampler == nullptr || (pick.sampler->IsPlainArgmax() && !pick.logprobs);
+    return pick.score_next.empty() &&
+           (pick.sampler == nullptr || (pick.sampler->IsPlainArgmax() && !pick.logprobs));
   });
   if (!all_greedy) return ForwardSample(chunks, picks, picked);
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
@@ -75,6 +108,22 @@ absl::Status ModelBackend::ValidatePicks(std::span<const SlotChunk> chunks,
   const int64_t vocab = spec().vocab_size;
   for (size_t i = 0; i < picks.size(); ++i) {
     const TokenPick& pick = picks[i];
+    if (pick.score_next.size() > chunks[i].tokens.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": ", pick.score_next.size(),
+                                                     " scored rows in a chunk of ",
+                                                     chunks[i].tokens.size(), " tokens"));
+    }
+    if (pick.score_top_logprobs < 0 || pick.score_top_logprobs > kMaxTopLogprobs) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": score_top_logprobs ",
+                                                     pick.score_top_logprobs, " must be 0 to ",
+                                                     kMaxTopLogprobs));
+    }
+    for (int32_t token : pick.score_next) {
+      if (token < 0 || token >= vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", i, ": scored token ", token, " is outside the vocabulary"));
+      }
+    }
     if (pick.sampler == nullptr) continue;
     if (pick.sampler->vocab_size() != vocab) {
       return absl::InvalidArgumentError(

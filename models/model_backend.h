@@ -43,13 +43,31 @@ struct TokenPick {
   std::span<const int32_t> prompt, generated;  // the history the penalties look at
   bool logprobs = false;                       // also return the log-probabilities
   int32_t top_logprobs = 0;                    // alternatives, with logprobs: 0..kMaxTopLogprobs
+  // Prompt scoring (may be set with or without a sampler): row r of the chunk, r <
+  // score_next.size() <= its tokens, is scored against the token that follows it, score_next[r]
+  // (the raw log-softmax of that token and the score_top_logprobs most likely ones), into
+  // PickedToken::scored[r]. How a request's prompt logprobs are computed.
+  std::span<const int32_t> score_next = {};
+  int32_t score_top_logprobs = 0;  // 0..kMaxTopLogprobs
 };
 
 struct PickedToken {
   int32_t token = 0;
   float logprob = 0.0f;  // of `token`: log-softmax of the raw logits (when asked)
   std::vector<std::pair<int32_t, float>> top;  // most likely first (when asked)
+  // Scored rows: the tokens whose raw logit is at least the token's (1: the most likely), as
+  // vLLM ranks a prompt token.
+  int32_t rank = 0;
+  // The scored rows (TokenPick::score_next), in order: token is the row's next token, logprob
+  // its log-probability, rank its rank, top the alternatives asked for.
+  std::vector<PickedToken> scored;
 };
+
+// Rows the picks of a step score (the sum of their score_next sizes).
+int64_t ScoredRows(std::span<const TokenPick> picks);
+
+// Scores one row of raw logits against `next`: its log-softmax and the `top` most likely tokens.
+PickedToken ScoreOnHost(std::span<const float> row, int32_t next, int32_t top);
 
 // Picks `pick`'s token from one row of logits on the host, as Sampler::SampleWithUniform does,
 // with its log-probabilities when asked: how ModelBackend::ForwardSample picks each row, and how
@@ -132,7 +150,7 @@ class ModelBackend {
   absl::Status ValidateChunks(std::span<const SlotChunk> chunks) const;
   // Checks what every backend requires of a step's token picks: one per chunk, a sampler for
   // this vocabulary, the uniform in [0, 1), top_logprobs in range, history tokens in the
-  // vocabulary.
+  // vocabulary; scored rows within the chunk, their next tokens in the vocabulary.
   absl::Status ValidatePicks(std::span<const SlotChunk> chunks,
                              std::span<const TokenPick> picks) const;
   // An error naming the slot unless 0 <= slot < num_slots().

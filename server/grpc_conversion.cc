@@ -189,6 +189,19 @@ absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(const v1::GenerateReq
     RETURN_IF_ERROR(ValidateSessionId(request.session_id()));
     parsed.engine.session_id = request.session_id();
   }
+  if (request.has_prompt_logprobs()) {
+    const int32_t count = request.prompt_logprobs();
+    if (count < 0 || count > kMaxTopLogprobs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt_logprobs must be in [0, ", kMaxTopLogprobs, "], got ", count));
+    }
+    if (!request.session_id().empty()) {
+      return absl::InvalidArgumentError(
+          "prompt_logprobs cannot be combined with session_id: a request that continues a "
+          "session does not compute its history");
+    }
+    parsed.engine.prompt_logprobs = count;
+  }
   return parsed;
 }
 
@@ -278,19 +291,21 @@ std::vector<std::string> CheckedStops(const Tokenizer* tokenizer, std::vector<st
   return stop;
 }
 
+void ToProto(const LogprobEntry& lp, v1::TokenLogprob* p) {
+  p->set_token_id(lp.token);
+  p->set_logprob(lp.logprob);
+  p->set_rank(lp.rank);
+  for (const auto& [token, logprob] : lp.top) {
+    v1::TopLogprob* t = p->add_top();
+    t->set_token_id(token);
+    t->set_logprob(logprob);
+  }
+}
+
 void AppendDelta(const OutputDelta& delta, v1::GenerateResponse* out) {
   for (size_t i = 0; i < delta.tokens.size(); ++i) {
     out->add_token_ids(delta.tokens[i]);
-    if (i >= delta.logprobs.size()) continue;
-    const LogprobEntry& lp = delta.logprobs[i];
-    v1::TokenLogprob* p = out->add_logprobs();
-    p->set_token_id(lp.token);
-    p->set_logprob(lp.logprob);
-    for (const auto& [token, logprob] : lp.top) {
-      v1::TopLogprob* t = p->add_top();
-      t->set_token_id(token);
-      t->set_logprob(logprob);
-    }
+    if (i < delta.logprobs.size()) ToProto(delta.logprobs[i], out->add_logprobs());
   }
   out->mutable_text()->append(delta.text);
 }
@@ -302,6 +317,7 @@ GrpcResponseBuilder::GrpcResponseBuilder(const Tokenizer* tokenizer, bool skip_s
     : assembler_(tokenizer, CheckedStops(tokenizer, std::move(stop)), skip_special_tokens) {}
 
 bool GrpcResponseBuilder::AddTokens(const RequestEvent& event, v1::GenerateResponse* out) {
+  for (const LogprobEntry& lp : event.prompt_logprobs) ToProto(lp, out->add_prompt_logprobs());
   if (assembler_.stopped()) return false;
   absl::StatusOr<OutputDelta> delta = assembler_.Add(event);
   if (!delta.ok()) {

@@ -64,7 +64,7 @@ void FillModelInfo(const ServedModel& model, const ModelSpec& spec, const Engine
 
 // Whether a non-final message would carry anything.
 inline bool HasContent(const v1::GenerateResponse& r) {
-  return r.token_ids_size() > 0 || !r.text().empty();
+  return r.token_ids_size() > 0 || !r.text().empty() || r.prompt_logprobs_size() > 0;
 }
 
 // Turns one request's engine events into response messages. Text goes through an incremental

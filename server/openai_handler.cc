@@ -1,5 +1,6 @@
 #include "server/openai_handler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <mutex>
@@ -39,6 +40,9 @@ ResponseBuilder::Options BuilderOptions(const OpenAiRequest& api, const HttpServ
   o.reasoning = api.kind == ApiKind::kChat && !server.reasoning_parser.empty();
   o.tokenizer = tokenizer;
   o.logprobs = api.logprobs;
+  o.echo_logprobs = api.echo_logprobs;
+  o.top_logprobs = api.top_logprobs;
+  o.prompt_logprobs = api.prompt_logprobs;
   o.include_usage = api.include_usage;
   o.return_token_ids = api.return_token_ids || tokenizer == nullptr;
   return o;
@@ -120,17 +124,17 @@ OpenAiHandler::OpenAiHandler(GenerationBackend* backend, const Tokenizer* tokeni
 }
 
 absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(
-    const OpenAiRequest& api, std::optional<std::string>* continued) const {
-  const char* param = api.kind == ApiKind::kChat ? "messages" : "prompt";
+    const OpenAiRequest& api, const CompletionPrompt* prompt, const std::string& param,
+    std::optional<std::string>* continued) const {
   std::vector<int32_t> ids;
-  if (api.prompt_ids) {
-    ids = *api.prompt_ids;
+  if (prompt != nullptr && prompt->ids) {
+    ids = *prompt->ids;
   } else if (tokenizer_ == nullptr) {
     return FieldError(param,
                       "is text, but this server has no tokenizer (the model folder has no "
                       "tokenizer.json; start the server with --tokenizer DIR), so only token-id "
                       "prompts work");
-  } else if (api.kind == ApiKind::kChat) {
+  } else if (prompt == nullptr) {
     if (chat_template_ == nullptr) {
       return FieldError(param,
                         "cannot be used: the tokenizer has no chat template "
@@ -143,15 +147,15 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(
     if (!encoded.ok()) return WithParam(encoded.status(), param);
     ids = *std::move(encoded);
   } else {
-    auto encoded = tokenizer_->Encode(*api.prompt_text, /*add_special_tokens=*/true);
+    auto encoded = tokenizer_->Encode(*prompt->text, /*add_special_tokens=*/true);
     if (!encoded.ok()) return WithParam(encoded.status(), param);
     ids = *std::move(encoded);
   }
   if (ids.empty()) return FieldError(param, "holds no tokens; send a non-empty prompt");
   if (static_cast<int64_t>(ids.size()) > options_->max_prompt_tokens) {
-    return WithParam(absl::OutOfRangeError(absl::StrCat("the prompt has ", ids.size(),
-                                                        " tokens; this server accepts at most ",
-                                                        options_->max_prompt_tokens)),
+    return WithParam(absl::OutOfRangeError(absl::StrCat(
+                         param.back() == ']' ? param : "the prompt", " has ", ids.size(),
+                         " tokens; this server accepts at most ", options_->max_prompt_tokens)),
                      param);
   }
   for (int32_t id : ids) {
@@ -162,6 +166,17 @@ absl::StatusOr<std::vector<int32_t>> OpenAiHandler::PromptIds(
     }
   }
   return ids;
+}
+
+absl::StatusOr<std::string> OpenAiHandler::EchoText(const CompletionPrompt& prompt,
+                                                    const std::vector<int32_t>& ids) const {
+  if (prompt.text) return *prompt.text;
+  if (tokenizer_ == nullptr) {
+    return FieldError("echo", "needs a tokenizer to turn the prompt's ids into text");
+  }
+  auto text = tokenizer_->Decode(ids, /*skip_special_tokens=*/false);
+  if (!text.ok()) return WithParam(text.status(), "echo");
+  return *std::move(text);
 }
 
 absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
@@ -187,27 +202,19 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
                      "model");
   }
   std::optional<std::string> continued;  // the final message's text, continue_final_message
-  ASSIGN_OR_RETURN(p.engine.prompt, PromptIds(p.api, &continued));
-  // States at the starts of the last turns of a chat prompt, besides its end: a request that
-  // edits the last message, or renders an answer otherwise, still reuses the history before.
-  if (kind == ApiKind::kChat && !p.api.prompt_ids && turn_start_.has_value()) {
-    p.engine.snapshot_points = TurnBoundaries(p.engine.prompt, *turn_start_, kTurnSnapshots);
-  }
-  if (p.api.echo) {
-    if (p.api.prompt_text) {
-      p.echo_text = *p.api.prompt_text;
-    } else if (tokenizer_ == nullptr) {
-      return FieldError("echo", "needs a tokenizer to turn the prompt's ids into text");
-    } else {
-      auto text = tokenizer_->Decode(p.engine.prompt, /*skip_special_tokens=*/false);
-      if (!text.ok()) return WithParam(text.status(), "echo");
-      p.echo_text = *std::move(text);
+  EngineRequest engine;
+  if (kind == ApiKind::kChat) {
+    ASSIGN_OR_RETURN(engine.prompt, PromptIds(p.api, nullptr, "messages", &continued));
+    // States at the starts of the last turns of a chat prompt, besides its end: a request that
+    // edits the last message, or renders an answer otherwise, still reuses the history before.
+    if (turn_start_.has_value()) {
+      engine.snapshot_points = TurnBoundaries(engine.prompt, *turn_start_, kTurnSnapshots);
     }
   }
-  p.engine.sampling = p.api.sampling;
+  engine.sampling = p.api.sampling;
   if (p.api.json_object || p.api.json_schema != nullptr || p.api.tool_arguments != nullptr) {
     const char* constraint = p.api.tool_arguments != nullptr ? "tool_choice" : "response_format";
-    if (p.engine.sampling.ignore_eos && p.engine.sampling.stop_token_ids.empty()) {
+    if (engine.sampling.ignore_eos && engine.sampling.stop_token_ids.empty()) {
       return FieldError("ignore_eos",
                         absl::StrCat("cannot be used with this ", constraint,
                                      ": its output must end once the JSON is complete, with an "
@@ -217,32 +224,56 @@ absl::StatusOr<OpenAiHandler::Prepared> OpenAiHandler::Prepare(ApiKind kind,
     }
     auto vocabulary = json_vocabulary_.Get();
     if (!vocabulary.ok()) return WithParam(vocabulary.status(), constraint);
-    p.engine.sampling.json_output = *std::move(vocabulary);
-    p.engine.sampling.json_schema =
+    engine.sampling.json_output = *std::move(vocabulary);
+    engine.sampling.json_schema =
         p.api.tool_arguments != nullptr ? p.api.tool_arguments : p.api.json_schema;
     if (kind == ApiKind::kChat && p.api.chat.render.continue_final_message) {
-      ASSIGN_OR_RETURN(p.engine.sampling.json_prefix,
-                       ConstrainedStart(p.api, p.engine.sampling.json_schema.get(), continued));
+      ASSIGN_OR_RETURN(engine.sampling.json_prefix,
+                       ConstrainedStart(p.api, engine.sampling.json_schema.get(), continued));
     } else if (kind == ApiKind::kChat) {
       // The reply may think first (its reasoning_content), and the constraint takes the text
       // after </think>, as vLLM's structured outputs with a reasoning parser.
-      p.engine.sampling.json_reasoning_open = reasoning_open_;
-      p.engine.sampling.json_reasoning_close = reasoning_close_;
+      engine.sampling.json_reasoning_open = reasoning_open_;
+      engine.sampling.json_reasoning_close = reasoning_close_;
     }
   }
-  p.engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
-  p.engine.cache_salt = p.api.cache_salt;
-  p.engine.session_id = p.api.session_id;
+  engine.max_tokens_defaulted = p.api.max_tokens_defaulted;
+  engine.cache_salt = p.api.cache_salt;
+  engine.session_id = p.api.session_id;
   if (p.api.solver_tolerance || p.api.solver_max_iterations) {
-    p.engine.solver = SolverOptions{
+    engine.solver = SolverOptions{
         p.api.solver_tolerance.value_or(options_->default_solver.tolerance),
         p.api.solver_max_iterations.value_or(options_->default_solver.max_iterations)};
   }
-  p.engine.logprobs = p.api.logprobs;
-  p.engine.top_logprobs = p.api.top_logprobs;
+  engine.logprobs = p.api.logprobs;
+  engine.top_logprobs = p.api.top_logprobs;
   if (p.api.timeout_seconds) {
-    p.engine.deadline = arrival + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                      std::chrono::duration<double>(*p.api.timeout_seconds));
+    engine.deadline = arrival + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(*p.api.timeout_seconds));
+  }
+  // Either or both of echo with logprobs and vLLM's prompt_logprobs: the larger count of
+  // alternatives serves both (each list keeps its own).
+  if (p.api.echo_logprobs || p.api.prompt_logprobs) {
+    engine.prompt_logprobs =
+        std::max(p.api.echo_logprobs ? p.api.top_logprobs : 0, p.api.prompt_logprobs.value_or(0));
+  }
+  if (kind == ApiKind::kChat) {
+    p.engine.push_back(std::move(engine));
+    p.echo_text.emplace_back();
+    return p;
+  }
+  for (size_t i = 0; i < p.api.prompts.size(); ++i) {
+    const CompletionPrompt& prompt = p.api.prompts[i];
+    const std::string param =
+        p.api.prompts.size() == 1 ? "prompt" : absl::StrCat("prompt[", i, "]");
+    EngineRequest one = engine;
+    ASSIGN_OR_RETURN(one.prompt, PromptIds(p.api, &prompt, param, nullptr));
+    std::string echo;
+    if (p.api.echo) {
+      ASSIGN_OR_RETURN(echo, EchoText(prompt, one.prompt));
+    }
+    p.engine.push_back(std::move(one));
+    p.echo_text.push_back(std::move(echo));
   }
   return p;
 }
@@ -321,27 +352,30 @@ HttpResult OpenAiHandler::Handle(ApiKind kind, const HttpRequest& request, const
     Log(LogLevel::kDebug, request.path, ": rejected: ", prepared.status().ToString());
     return ErrorReply(prepared.status());
   }
-  // n choices are n engine requests, seeds offset by the choice's index, on one event queue
-  // that wakes the connection on each event.
+  // n choices of each prompt are n engine requests, seeds offset by the choice's index among
+  // its prompt's, on one event queue that wakes the connection on each event.
   auto queue = std::make_shared<EventQueue>(wake);
-  std::vector<RequestId> ids;
-  for (int32_t i = 0; i < prepared->api.n; ++i) {
-    EngineRequest engine = prepared->engine;
-    if (engine.sampling.seed) *engine.sampling.seed += static_cast<uint64_t>(i);
-    // The engine reports its own refusals (queue full, draining) to the metrics observer.
-    auto id = backend_->Submit(std::move(engine), queue);
-    if (!id.ok()) {
-      for (RequestId submitted : ids) backend_->Cancel(submitted);
-      Log(LogLevel::kDebug, request.path, ": engine refused: ", id.status().ToString());
-      return ErrorReply(WithParamFromMessage(id.status()));
+  std::vector<ChoiceSource> sources;
+  for (size_t k = 0; k < prepared->engine.size(); ++k) {
+    for (int32_t i = 0; i < prepared->api.n; ++i) {
+      EngineRequest engine = prepared->engine[k];
+      if (engine.sampling.seed) *engine.sampling.seed += static_cast<uint64_t>(i);
+      // The engine reports its own refusals (queue full, draining) to the metrics observer.
+      auto id = backend_->Submit(std::move(engine), queue);
+      if (!id.ok()) {
+        for (const ChoiceSource& submitted : sources) backend_->Cancel(submitted.id);
+        Log(LogLevel::kDebug, request.path, ": engine refused: ", id.status().ToString());
+        return ErrorReply(WithParamFromMessage(id.status()));
+      }
+      sources.push_back({*id, prepared->echo_text[k], prepared->engine[k].prompt.front()});
     }
-    ids.push_back(*id);
   }
-  Log(LogLevel::kDebug, request.path, ": request ", ids.front(), " (", ids.size(), " choices), ",
-      prepared->engine.prompt.size(), " prompt tokens", prepared->api.stream ? ", streaming" : "");
+  Log(LogLevel::kDebug, request.path, ": request ", sources.front().id, " (", sources.size(),
+      " choices), ", prepared->engine.front().prompt.size(), " prompt tokens",
+      prepared->api.stream ? ", streaming" : "");
   auto choices = std::make_shared<ChoiceSet>(
       backend_, tokenizer_, prepared->api, BuilderOptions(prepared->api, *options_, tokenizer_),
-      OutputParserFor(prepared->api, *options_), ids, prepared->echo_text);
+      OutputParserFor(prepared->api, *options_), std::move(sources));
   choices->include_usage = prepared->api.include_usage;
   choices->wants_tokens =
       prepared->api.logprobs || prepared->api.return_token_ids || tokenizer_ == nullptr;

@@ -36,16 +36,25 @@ class OpenAiHandler {
   // Body -> engine request; errors carry the param at fault (api_error.h).
   struct Prepared {
     OpenAiRequest api;
-    EngineRequest engine;
-    std::string echo_text;  // completions with "echo": the prompt, before each choice's text
+    // One engine request per prompt (a completions request may send a list of them; a chat
+    // one), each run for n choices.
+    std::vector<EngineRequest> engine;
+    // Completions with "echo": each prompt as text, before its choices' text.
+    std::vector<std::string> echo_text;
   };
   absl::StatusOr<Prepared> Prepare(ApiKind kind, const std::string& body) const;
 
  private:
-  // The prompt's ids; for a chat with continue_final_message, `continued` gets the final
-  // message's text as the prompt ends with it (ChatTemplate::Render).
+  // The ids of completion prompt `prompt` (`param` names it), or with none, of the chat's
+  // messages; for a chat with continue_final_message, `continued` gets the final message's text
+  // as the prompt ends with it (ChatTemplate::Render).
   absl::StatusOr<std::vector<int32_t>> PromptIds(const OpenAiRequest& api,
+                                                 const CompletionPrompt* prompt,
+                                                 const std::string& param,
                                                  std::optional<std::string>* continued) const;
+  // A completion prompt's text for "echo".
+  absl::StatusOr<std::string> EchoText(const CompletionPrompt& prompt,
+                                       const std::vector<int32_t>& ids) const;
 
   GenerationBackend* backend_;
   const Tokenizer* tokenizer_;

@@ -37,14 +37,22 @@ std::string FinishReasonWithTools(const Choice& choice) {
 ChoiceSet::ChoiceSet(GenerationBackend* backend, const Tokenizer* tokenizer,
                      const OpenAiRequest& api, const ResponseBuilder::Options& options,
                      const std::optional<ChatOutputParser>& parser,
-                     const std::vector<RequestId>& ids, std::string echo_text)
-    : echo_text_(std::move(echo_text)) {
-  for (size_t i = 0; i < ids.size(); ++i) {
+                     std::vector<ChoiceSource> sources)
+    : echo_(api.echo),
+      echo_logprobs_(api.echo_logprobs),
+      chat_prompt_logprobs_(api.kind == ApiKind::kChat && api.prompt_logprobs.has_value()),
+      prompt_logprobs_(api.prompt_logprobs.value_or(0)),
+      tokenizer_(tokenizer) {
+  for (size_t i = 0; i < sources.size(); ++i) {
     ResponseBuilder::Options o = options;
     o.choice_index = static_cast<int>(i);
-    choices_.push_back(
-        std::make_unique<Choice>(backend, ids[i], tokenizer, api, std::move(o), parser));
+    choices_.push_back(std::make_unique<Choice>(backend, std::move(sources[i]), tokenizer, api,
+                                                std::move(o), parser));
   }
+}
+
+void ChoiceSet::TakePromptScores(Choice& c, const RequestEvent& event) {
+  if (!event.prompt_logprobs.empty()) c.prompt.entries = event.prompt_logprobs;
 }
 
 Choice* ChoiceSet::Find(RequestId id) {
@@ -75,6 +83,7 @@ absl::Status ChoiceSet::status() const {
 void ChoiceSet::ConsumeUnary(const RequestEvent& event) {
   Choice* c = Find(event.id);
   if (c == nullptr || c->collector.finished()) return;
+  TakePromptScores(*c, event);
   Append(c->all, c->collector.Consume(event));
   // One failed choice fails the response: the others need not run on.
   if (c->collector.finished() && !c->collector.status().ok()) Cancel(CancelReason::kClient);
@@ -100,19 +109,24 @@ json ChoiceSet::UnaryBody() {
   json body;
   json all_choices = json::array();
   for (auto& c : choices_) {
-    c->all.text = echo_text_ + c->all.text;
+    c->all.text = c->echo_text + c->all.text;
     json one;
     if (c->parser) {
       ChatDelta parsed = c->parser->Add(c->all.text);
       AppendChat(parsed, c->parser->Finish());
-      one = c->builder.Full(c->all, FinishReasonWithTools(*c), nullptr, &parsed);
+      one = c->builder.Full(c->all, FinishReasonWithTools(*c), nullptr, &parsed, &c->prompt);
     } else {
-      one = c->builder.Full(c->all, c->collector.finish_reason(), nullptr);
+      one = c->builder.Full(c->all, c->collector.finish_reason(), nullptr, nullptr, &c->prompt);
     }
     all_choices.push_back(std::move(one["choices"][0]));
     if (body.is_null()) body = std::move(one);
   }
   body["choices"] = std::move(all_choices);
+  // Chat's prompt logprobs are the response's (vLLM's place): its choices share the prompt.
+  if (chat_prompt_logprobs_) {
+    body["prompt_logprobs"] =
+        PromptLogprobsJson(choices_.front()->prompt, prompt_logprobs_, tokenizer_);
+  }
   body["usage"] = Usage();
   return body;
 }
@@ -120,16 +134,22 @@ json ChoiceSet::UnaryBody() {
 std::string ChoiceSet::StreamBytes(const std::vector<RequestEvent>& events) {
   std::string out;
   if (done_) return out;
-  for (auto& c : choices_) {
-    if (echo_text_.empty() || c->echoed) continue;
+  // Each choice's echo comes first; with logprobs, once the first event brings the prompt's.
+  auto send_echo = [&](Choice& c) {
+    if (!echo_ || c.echoed) return;
     OutputDelta echo;
-    echo.text = echo_text_;
-    out += SseEvent(c->builder.Chunk(echo));
-    c->echoed = true;
+    echo.text = c.echo_text;
+    out += SseEvent(c.builder.Chunk(echo, nullptr, echo_logprobs_ ? &c.prompt : nullptr));
+    c.echoed = true;
+  };
+  if (!echo_logprobs_) {
+    for (auto& c : choices_) send_echo(*c);
   }
   for (const RequestEvent& event : events) {
     Choice* c = Find(event.id);
     if (c == nullptr || c->collector.finished()) continue;
+    TakePromptScores(*c, event);
+    send_echo(*c);  // the choice's first event carries its prompt's logprobs
     const OutputDelta delta = c->collector.Consume(event);
     const bool tokens = wants_tokens && !delta.tokens.empty();
     if (c->parser) {

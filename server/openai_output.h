@@ -20,17 +20,29 @@
 
 namespace ridge {
 
+// Where a choice comes from: its engine request and its prompt.
+struct ChoiceSource {
+  RequestId id = 0;
+  std::string echo_text;           // completions with "echo": its prompt, before its text
+  int32_t first_prompt_token = 0;  // the prompt's first token (prompt logprobs start after it)
+};
+
 struct Choice {
-  Choice(GenerationBackend* backend, RequestId id, const Tokenizer* tokenizer,
+  Choice(GenerationBackend* backend, ChoiceSource source, const Tokenizer* tokenizer,
          const OpenAiRequest& api, ResponseBuilder::Options options,
          std::optional<ChatOutputParser> parser)
-      : collector(backend, id, tokenizer, api.stop, api.include_stop_str_in_output),
+      : collector(backend, source.id, tokenizer, api.stop, api.include_stop_str_in_output),
         builder(std::move(options)),
-        parser(std::move(parser)) {}
+        parser(std::move(parser)),
+        echo_text(std::move(source.echo_text)) {
+    prompt.first_token = source.first_prompt_token;
+  }
 
   Collector collector;
   ResponseBuilder builder;
   std::optional<ChatOutputParser> parser;
+  std::string echo_text;
+  PromptScores prompt;  // its prompt logprobs, once the first event brought them
   OutputDelta all;      // unary: everything so far
   bool echoed = false;  // streams: the prompt was sent (echo)
   bool final_sent = false;
@@ -38,11 +50,11 @@ struct Choice {
 
 class ChoiceSet {
  public:
-  // One choice per id, in order; `options` is shared but for each choice's index. `echo_text`
-  // (completions with "echo") comes before each choice's text.
+  // One choice per source, in order (its "index"); `options` is shared but for each choice's
+  // index.
   ChoiceSet(GenerationBackend* backend, const Tokenizer* tokenizer, const OpenAiRequest& api,
             const ResponseBuilder::Options& options, const std::optional<ChatOutputParser>& parser,
-            const std::vector<RequestId>& ids, std::string echo_text);
+            std::vector<ChoiceSource> sources);
 
   // Routes an event to its choice (unary: appends to its output).
   void ConsumeUnary(const RequestEvent& event);
@@ -65,8 +77,15 @@ class ChoiceSet {
   Choice* Find(RequestId id);
   nlohmann::ordered_json Usage() const;  // prompt once, completions summed, solvers merged
 
+  // Takes the prompt logprobs an event carries (the first of its choice's).
+  static void TakePromptScores(Choice& c, const RequestEvent& event);
+
   std::vector<std::unique_ptr<Choice>> choices_;
-  std::string echo_text_;
+  bool echo_ = false;                  // completions with "echo"
+  bool echo_logprobs_ = false;         // ... and logprobs: the echo waits for the prompt's logprobs
+  bool chat_prompt_logprobs_ = false;  // chat with prompt_logprobs: the response carries them
+  int32_t prompt_logprobs_ = 0;
+  const Tokenizer* tokenizer_;
   bool done_ = false;
 };
 

@@ -110,42 +110,54 @@ bool AllIntegers(const json& array) {
   return true;
 }
 
+// One prompt of "prompt" (or of its list): a string, or a non-empty array of token ids.
+absl::StatusOr<CompletionPrompt> ReadOnePrompt(const json& v, const std::string& param,
+                                               const RequestLimits& limits) {
+  CompletionPrompt prompt;
+  if (v.is_string()) {
+    prompt.text = v.get<std::string>();
+    return prompt;
+  }
+  if (v.is_array() && !v.empty() && (AllIntegers(v) || v[0].is_number())) {
+    for (size_t i = 0; i < v.size(); ++i) {  // name the first one that is not an integer
+      if (!v[i].is_number_integer()) {
+        return WithParam(absl::InvalidArgumentError(absl::StrCat(
+                             param, "[", i, "] must be an integer token id, got ", Describe(v[i]))),
+                         "prompt");
+      }
+    }
+    ASSIGN_OR_RETURN(prompt.ids, ReadIds(v, "prompt", limits.vocab_size));
+    return prompt;
+  }
+  return FieldError("prompt", absl::StrCat(param,
+                                           " must be a string or a non-empty array of token "
+                                           "ids, got ",
+                                           Describe(v)));
+}
+
 absl::Status ReadPrompt(const json& body, const RequestLimits& limits, OpenAiRequest* out) {
   const json* v = Field(body, "prompt");
   if (v == nullptr) return FieldError("prompt", "is required");
-  if (v->is_string()) {
-    out->prompt_text = v->get<std::string>();
+  if (!v->is_string() && !v->is_array()) {
+    return FieldError("prompt", absl::StrCat("must be a string, an array of token ids, or an array "
+                                             "of those, got ",
+                                             Describe(*v)));
+  }
+  if (v->is_array() && v->empty()) return FieldError("prompt", "must not be empty");
+  // One prompt: a string or token ids; else a list of them.
+  if (v->is_string() || AllIntegers(*v) || (*v)[0].is_number()) {
+    ASSIGN_OR_RETURN(CompletionPrompt one, ReadOnePrompt(*v, "prompt", limits));
+    out->prompts.push_back(std::move(one));
     return absl::OkStatus();
   }
-  const std::string kForms =
-      "must be a string, an array of token ids, or an array holding one of those";
-  if (!v->is_array()) return FieldError("prompt", absl::StrCat(kForms, ", got ", Describe(*v)));
-  if (v->empty()) return FieldError("prompt", "must not be empty");
-  if (AllIntegers(*v)) {
-    ASSIGN_OR_RETURN(out->prompt_ids, ReadIds(*v, "prompt", limits.vocab_size));
-    return absl::OkStatus();
+  if (static_cast<int64_t>(v->size()) > limits.max_prompts) {
+    return FieldError("prompt", absl::StrCat("holds ", v->size(), " prompts; at most ",
+                                             limits.max_prompts, " per request"));
   }
-  if ((*v)[0].is_number()) {  // meant as token ids: name the first one that is not an integer
-    for (size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_number_integer()) {
-        return WithParam(
-            absl::InvalidArgumentError(absl::StrCat(
-                "prompt[", i, "] must be an integer token id, got ", Describe((*v)[i]))),
-            "prompt");
-      }
-    }
-  }
-  if (v->size() != 1) {
-    return FieldError("prompt", absl::StrCat("holds ", v->size(),
-                                             " prompts; only one prompt per request is supported"));
-  }
-  const json& only = (*v)[0];
-  if (only.is_string()) {
-    out->prompt_text = only.get<std::string>();
-  } else if (only.is_array() && !only.empty() && AllIntegers(only)) {
-    ASSIGN_OR_RETURN(out->prompt_ids, ReadIds(only, "prompt", limits.vocab_size));
-  } else {
-    return FieldError("prompt", absl::StrCat(kForms, ", got ", Describe(*v)));
+  for (size_t i = 0; i < v->size(); ++i) {
+    ASSIGN_OR_RETURN(CompletionPrompt one,
+                     ReadOnePrompt((*v)[i], absl::StrCat("prompt[", i, "]"), limits));
+    out->prompts.push_back(std::move(one));
   }
   return absl::OkStatus();
 }
@@ -543,6 +555,9 @@ absl::Status ReadExtensions(const json& body, const RequestLimits& limits, OpenA
     }
     out->session_id = session->get<std::string>();
   }
+  std::optional<int64_t> prompt_logprobs;  // vLLM's
+  RETURN_IF_ERROR(ReadInt(body, "prompt_logprobs", 0, limits.max_top_logprobs, &prompt_logprobs));
+  if (prompt_logprobs) out->prompt_logprobs = static_cast<int32_t>(*prompt_logprobs);
   return ReadBool(body, "return_token_ids", &out->return_token_ids);
 }
 
@@ -578,8 +593,24 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const json& body, ApiKind kind,
   if (!out.session_id.empty() && out.n > 1) {
     return FieldError("session_id", "cannot be combined with n > 1 (one answer continues it)");
   }
-  if (out.echo && out.logprobs) {
-    return FieldError("echo", "cannot be combined with logprobs (no prompt logprobs here)");
+  if (static_cast<int64_t>(out.prompts.size()) * out.n > limits.max_prompts) {
+    return FieldError("n", absl::StrCat(out.n, " choices for each of ", out.prompts.size(),
+                                        " prompts make more than ", limits.max_prompts,
+                                        " answers in one request"));
+  }
+  out.echo_logprobs = out.echo && out.logprobs;
+  if (out.echo_logprobs && !out.session_id.empty()) {
+    return FieldError("echo",
+                      "with logprobs scores the prompt, which a request that continues a "
+                      "session (session_id) does not compute");
+  }
+  if (out.prompt_logprobs && out.stream) {  // as vLLM refuses it
+    return FieldError("prompt_logprobs", "is not available with \"stream\": true");
+  }
+  if (out.prompt_logprobs && !out.session_id.empty()) {
+    return FieldError("prompt_logprobs",
+                      "cannot be combined with session_id: a request that "
+                      "continues a session does not compute its history");
   }
   return out;
 }

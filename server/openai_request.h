@@ -26,19 +26,26 @@ struct RequestLimits {
   int32_t max_solver_iterations = 100;
   int32_t max_top_logprobs = 20;
   int32_t max_stop_strings = 16;
-  int32_t max_choices = 16;  // "n"
+  int32_t max_choices = 16;   // "n"
+  int32_t max_prompts = 256;  // completions: prompts in one request ("prompt" as a list)
   // max_tokens when the body gives none: OpenAI's 16 for completions; chat runs until EOS.
   int32_t default_completion_max_tokens = 16;
   int32_t default_chat_max_tokens = 4096;
+};
+
+// One prompt of a completions request: text, or token ids.
+struct CompletionPrompt {
+  std::optional<std::string> text;
+  std::optional<std::vector<int32_t>> ids;
 };
 
 struct OpenAiRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;  // empty when omitted
 
-  // Exactly one prompt form is set: text, token ids (completions), or messages (chat).
-  std::optional<std::string> prompt_text;
-  std::optional<std::vector<int32_t>> prompt_ids;
+  // Completions: one or more prompts ("prompt" as a list of them: each gets n choices, numbered
+  // prompt by prompt as OpenAI numbers them). Chat: none (its messages are in `chat`).
+  std::vector<CompletionPrompt> prompts;
   ChatFields chat;  // messages, tools, tool_choice, template switches
 
   SamplingParams sampling;
@@ -52,6 +59,12 @@ struct OpenAiRequest {
 
   bool logprobs = false;     // report the sampled tokens' logprobs
   int32_t top_logprobs = 0;  // and the n most likely alternatives
+  // Completions with echo and logprobs: the prompt's tokens get logprobs too, in the same list
+  // (the first one's null), as OpenAI's legacy completions give them.
+  bool echo_logprobs = false;
+  // vLLM's "prompt_logprobs": each prompt token after the first with its logprob, rank and this
+  // many alternatives, in the choice's (completions) or the response's (chat) prompt_logprobs.
+  std::optional<int32_t> prompt_logprobs;
 
   bool stream = false;
   bool include_usage = false;             // stream_options.include_usage

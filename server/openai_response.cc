@@ -73,7 +73,28 @@ json ResponseBuilder::Envelope(bool chunk) const {
           {"model", options_.model}};
 }
 
-json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs) {
+json PromptLogprobsJson(const PromptScores& prompt, int32_t top, const Tokenizer* tokenizer) {
+  json out = json::array({nullptr});
+  for (const LogprobEntry& lp : prompt.entries) {
+    json position = json::object();
+    position[std::to_string(lp.token)] = {{"logprob", lp.logprob},
+                                          {"rank", lp.rank},
+                                          {"decoded_token", TokenText(tokenizer, lp.token)}};
+    for (size_t i = 0; i < lp.top.size() && static_cast<int32_t>(i) < top; ++i) {
+      const auto& [id, value] = lp.top[i];
+      const std::string key = std::to_string(id);
+      if (position.contains(key)) continue;  // the prompt's token, ranked above
+      position[key] = {{"logprob", value},
+                       {"rank", static_cast<int32_t>(i) + 1},
+                       {"decoded_token", TokenText(tokenizer, id)}};
+    }
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
+json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs,
+                               const PromptScores* prompt) {
   if (!options_.logprobs) return nullptr;
   const Tokenizer* tok = options_.tokenizer;
   if (options_.kind == ApiKind::kChat) {
@@ -94,6 +115,27 @@ json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs) {
   }
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
        offsets = json::array();
+  auto add_token = [&](int32_t token) {
+    const std::string text = TokenText(tok, token);
+    tokens.push_back(text);
+    offsets.push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(text.size());
+  };
+  if (prompt != nullptr && options_.echo_logprobs) {  // OpenAI's echo: the prompt's first
+    add_token(prompt->first_token);
+    token_logprobs.push_back(nullptr);
+    top_logprobs.push_back(nullptr);
+    for (const LogprobEntry& lp : prompt->entries) {
+      add_token(lp.token);
+      token_logprobs.push_back(lp.logprob);
+      json top = json::object();
+      for (size_t i = 0; i < lp.top.size() && static_cast<int32_t>(i) < options_.top_logprobs;
+           ++i) {
+        top[TokenText(tok, lp.top[i].first)] = lp.top[i].second;
+      }
+      top_logprobs.push_back(std::move(top));
+    }
+  }
   for (const LogprobEntry& lp : logprobs) {
     const std::string text = TokenText(tok, lp.token);
     tokens.push_back(text);
@@ -110,7 +152,8 @@ json ResponseBuilder::Logprobs(const std::vector<LogprobEntry>& logprobs) {
           {"text_offset", std::move(offsets)}};
 }
 
-json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed) {
+json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed,
+                            const PromptScores* prompt) {
   json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat) {
     json d = json::object();
@@ -135,7 +178,7 @@ json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed) {
   } else {
     choice["text"] = delta.text;
   }
-  choice["logprobs"] = Logprobs(delta.logprobs);
+  choice["logprobs"] = Logprobs(delta.logprobs, prompt);
   choice["finish_reason"] = nullptr;
   if (options_.return_token_ids) choice["token_ids"] = delta.tokens;
   json chunk = Envelope(true);
@@ -169,7 +212,7 @@ json ResponseBuilder::UsageChunk(json usage) const {
 }
 
 json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_reason, json usage,
-                           const ChatDelta* parsed) {
+                           const ChatDelta* parsed, const PromptScores* prompt) {
   json choice = {{"index", options_.choice_index}};
   if (options_.kind == ApiKind::kChat && parsed != nullptr) {
     json message = {{"role", "assistant"}};
@@ -192,9 +235,13 @@ json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_rea
   } else {
     choice["text"] = all.text;
   }
-  choice["logprobs"] = Logprobs(all.logprobs);
+  choice["logprobs"] = Logprobs(all.logprobs, prompt);
   choice["finish_reason"] = finish_reason;
   if (options_.return_token_ids) choice["token_ids"] = all.tokens;
+  if (options_.kind == ApiKind::kCompletion && options_.prompt_logprobs && prompt != nullptr) {
+    choice["prompt_logprobs"] =
+        PromptLogprobsJson(*prompt, *options_.prompt_logprobs, options_.tokenizer);
+  }
   json response = Envelope(false);
   response["choices"] = json::array({std::move(choice)});
   response["usage"] = std::move(usage);

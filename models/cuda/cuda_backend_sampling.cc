@@ -47,7 +47,7 @@ absl::Status CudaBackend::ForwardSample(std::span<const SlotChunk> chunks,
   int64_t out_rows = 0;
   RETURN_IF_ERROR(
       impl_->RunStep(chunks, LogitsFor::kLastToken, StepOutput::kSampled, split.device, &out_rows));
-  CopyPicks(split.device, impl_->host_sampled.as<const cuda::SampledToken>(), picked);
+  CopyPicks(split.device, impl_->host_sampled.as<const cuda::SampledToken>(), out_rows, picked);
   if (split.host_rows.empty()) return absl::OkStatus();
   return PickRowsOnHost(picks, split.host_rows, impl_->logits.as<const float>(),
                         impl_->vocab_stride, impl_->config.vocab_size, impl_->host_pick_logits,

@@ -165,12 +165,15 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   }
   const int64_t seqs = static_cast<int64_t>(chunks.size());
   const bool all_rows = which == LogitsFor::kAllTokens;
-  const bool graphable = options.use_graphs && pure_decode && !all_rows && seqs <= kMaxGraphBatch;
+  // Scored rows (TokenPick::score_next) are output rows after the sequences' last rows.
+  const int64_t scored_rows = all_rows ? 0 : ScoredRows(picks);
+  const bool graphable =
+      options.use_graphs && pure_decode && !all_rows && scored_rows == 0 && seqs <= kMaxGraphBatch;
   // A captured decode step runs a whole bucket; the padding sequences have no tokens.
   const int64_t padded = graphable ? GraphBucket(seqs) : seqs;
   const int64_t step_rows = graphable ? padded : rows;
-  const int64_t out_rows = all_rows ? rows : padded;
-  RETURN_IF_ERROR(EnsureCapacity(step_rows, padded));
+  const int64_t out_rows = all_rows ? rows : padded + scored_rows;
+  RETURN_IF_ERROR(EnsureCapacity(std::max(step_rows, out_rows), padded));
   RETURN_IF_ERROR(EnsureLogitsCapacity(out_rows, output == StepOutput::kLogits));
   if (output == StepOutput::kSampled) RETURN_IF_ERROR(PrepareSampling(picks, out_rows));
 
@@ -219,6 +222,12 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
     Host(kSeqRowBegin)[p] = static_cast<int32_t>(p);
     Host(kOutRow)[p] = static_cast<int32_t>(p);
   }
+  int64_t out = padded;  // the scored rows: each chunk's first rows, in order
+  for (size_t i = 0; i < picks.size() && scored_rows > 0; ++i) {
+    for (size_t r = 0; r < picks[i].score_next.size(); ++r) {
+      Host(kOutRow)[out++] = row_of[i] + static_cast<int32_t>(r);
+    }
+  }
   int32_t chunk_index = 0;
   for (int64_t q = 0; q < prefill_count; ++q) {
     const SlotChunk& chunk = chunks[order[sequential_count + q]];
@@ -246,7 +255,7 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   for (const SlotChunk& chunk : chunks) slot_tokens[chunk.slot] += chunk.tokens.size();
   MergeCounters(chunks, order);
-  *out_rows_result = all_rows ? rows : seqs;
+  *out_rows_result = all_rows ? rows : seqs + scored_rows;  // scored: never padded
   return absl::OkStatus();
 }
 

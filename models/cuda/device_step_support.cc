@@ -71,7 +71,8 @@ absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows,
 void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
                        std::vector<int32_t>& token_marks, cuda::SamplingRowParams* params,
                        std::vector<cuda::PenaltyEntry>* entries) {
-  std::fill(params, params + rows, cuda::SamplingRowParams{});  // padding rows: greedy
+  // Padding rows (and rows picked on the host) take token 0: nothing is chosen.
+  std::fill(params, params + rows, cuda::SamplingRowParams{});
   entries->clear();
   for (size_t i = 0; i < picks.size(); ++i) {
     const TokenPick& pick = picks[i];
@@ -88,6 +89,7 @@ void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
     row.logprobs = pick.logprobs ? 1 : 0;
     row.top_logprobs = pick.logprobs ? pick.top_logprobs : 0;
     row.uniform = pick.uniform;
+    row.forced_token = -1;
     row.penalty_begin = static_cast<int32_t>(entries->size());
     // One entry per distinct token: the generated ones with their counts, then (only when the
     // repetition penalty is on) the prompt's other tokens.
@@ -110,6 +112,16 @@ void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
       for (int32_t token : pick.prompt) token_marks[token] = 0;
     }
     row.penalty_count = static_cast<int32_t>(entries->size()) - row.penalty_begin;
+  }
+  // The scored rows close the output, chunk by chunk: each takes its next token.
+  int64_t at = rows - ScoredRows(picks);
+  for (const TokenPick& pick : picks) {
+    for (int32_t next : pick.score_next) {
+      cuda::SamplingRowParams& row = params[at++];
+      row.forced_token = next;
+      row.logprobs = 1;
+      row.top_logprobs = pick.score_top_logprobs;
+    }
   }
 }
 
@@ -136,18 +148,32 @@ absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, 
   return absl::OkStatus();
 }
 
-void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,
+namespace {
+
+PickedToken FromDevice(const cuda::SampledToken& from, bool logprobs, int32_t top) {
+  PickedToken to;
+  to.token = from.token;
+  if (!logprobs) return to;
+  to.logprob = from.logprob;
+  for (int32_t n = 0; n < top && from.top_tokens[n] >= 0; ++n) {
+    to.top.emplace_back(from.top_tokens[n], from.top_logprobs[n]);
+  }
+  return to;
+}
+
+}  // namespace
+
+void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled, int64_t rows,
                std::vector<PickedToken>* picked) {
   picked->assign(picks.size(), PickedToken{});
+  int64_t scored_row = rows - ScoredRows(picks);
   for (size_t i = 0; i < picks.size(); ++i) {
-    if (picks[i].sampler == nullptr) continue;
-    const cuda::SampledToken& from = sampled[i];
+    const TokenPick& pick = picks[i];
     PickedToken& to = (*picked)[i];
-    to.token = from.token;
-    if (!picks[i].logprobs) continue;
-    to.logprob = from.logprob;
-    for (int32_t n = 0; n < picks[i].top_logprobs && from.top_tokens[n] >= 0; ++n) {
-      to.top.emplace_back(from.top_tokens[n], from.top_logprobs[n]);
+    if (pick.sampler != nullptr) to = FromDevice(sampled[i], pick.logprobs, pick.top_logprobs);
+    for (size_t r = 0; r < pick.score_next.size(); ++r) {
+      to.scored.push_back(FromDevice(sampled[scored_row], true, pick.score_top_logprobs));
+      to.scored.back().rank = sampled[scored_row++].rank;
     }
   }
 }
@@ -158,7 +184,7 @@ SplitPicks SplitHostPicks(std::span<const TokenPick> picks) {
   for (size_t i = 0; i < picks.size(); ++i) {
     if (picks[i].sampler != nullptr && picks[i].sampler->NeedsHostLogits()) {
       split.host_rows.push_back(i);
-      split.device[i] = TokenPick{};
+      split.device[i].sampler = nullptr;  // its scored rows, if any, stay on the device
     }
   }
   return split;
@@ -181,7 +207,9 @@ absl::Status PickRowsOnHost(std::span<const TokenPick> picks, std::span<const si
   RIDGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   for (size_t k = 0; k < host_rows.size(); ++k) {
     const size_t row = host_rows[k];
-    (*picked)[row] = PickOnHost(picks[row], std::span<const float>(host + k * vocab, vocab));
+    PickedToken pick = PickOnHost(picks[row], std::span<const float>(host + k * vocab, vocab));
+    pick.scored = std::move((*picked)[row].scored);
+    (*picked)[row] = std::move(pick);
   }
   return absl::OkStatus();
 }

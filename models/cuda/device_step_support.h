@@ -49,9 +49,10 @@ struct GemmContext {
 absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows, int64_t in,
                         const void* w, int64_t out, float* y, bool accumulate);
 
-// Fills params[0, rows) (rows past the picks: greedy) and the penalty entries of a sampled step
-// from its picks (checked by ModelBackend::ValidatePicks). token_marks: [vocab] zeros, left
-// zero.
+// Fills params[0, rows) and the penalty entries of a sampled step from its picks (checked by
+// ModelBackend::ValidatePicks): row i is pick i's, the last ScoredRows(picks) rows are the
+// scored rows (pick by pick, each forced to its next token), the rows between are padding.
+// token_marks: [vocab] zeros, left zero.
 void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
                        std::vector<int32_t>& token_marks, cuda::SamplingRowParams* params,
                        std::vector<cuda::PenaltyEntry>* entries);
@@ -69,8 +70,8 @@ absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, 
 
 // A sampled step's picks split between the device's sampler and the host: `host_rows` are the
 // rows the device cannot pick (a logit bias, a JSON mask: Sampler::NeedsHostLogits), and in
-// `device` their picks have no sampler, so the device treats them as padding (greedy, no
-// penalties) and leaves their logits as the model wrote them.
+// `device` their picks have no sampler, so the device treats them as padding (no token chosen,
+// no penalties) and leaves their logits as the model wrote them; their scored rows stay.
 struct SplitPicks {
   std::vector<TokenPick> device;
   std::vector<size_t> host_rows;
@@ -85,8 +86,9 @@ absl::Status PickRowsOnHost(std::span<const TokenPick> picks, std::span<const si
                             cuda::PinnedBuffer& host_logits, cudaStream_t stream,
                             std::vector<PickedToken>* picked);
 
-// The device's picks ([picks.size()]) as the caller's PickedTokens.
-void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled,
+// The device's picks as the caller's PickedTokens: sampled[i] is pick i's token, the last
+// ScoredRows(picks) of the step's `rows` output rows its scored rows (BuildSamplingRows).
+void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled, int64_t rows,
                std::vector<PickedToken>* picked);
 
 // One sequence's counters of `heads` heads added to its stats.

@@ -499,8 +499,14 @@ absl::Status CudaHybridBackend::ForwardSample(std::span<const SlotChunk> chunks,
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));
   if (!impl_->answers()) {  // the step's part of another rank; rank 0 picks for the group
     picked->clear();
-    std::vector<int32_t> none;
-    return ForwardGreedy(chunks, &none);
+    if (ScoredRows(picks) == 0) {
+      std::vector<int32_t> none;
+      return ForwardGreedy(chunks, &none);
+    }
+    // Scored rows add output rows, which every rank's head product and gather must have.
+    RIDGE_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl_->options.device));
+    int64_t out_rows = 0;
+    return impl_->RunStep(chunks, LogitsFor::kLastToken, Impl::Output::kSampled, picks, &out_rows);
   }
   picked->assign(chunks.size(), PickedToken{});
   if (chunks.empty()) return absl::OkStatus();
@@ -511,7 +517,7 @@ absl::Status CudaHybridBackend::ForwardSample(std::span<const SlotChunk> chunks,
   int64_t out_rows = 0;
   RETURN_IF_ERROR(impl_->RunStep(chunks, LogitsFor::kLastToken, Impl::Output::kSampled,
                                  split.device, &out_rows));
-  CopyPicks(split.device, impl_->host_sampled.as<const cuda::SampledToken>(), picked);
+  CopyPicks(split.device, impl_->host_sampled.as<const cuda::SampledToken>(), out_rows, picked);
   if (split.host_rows.empty()) return absl::OkStatus();
   return PickRowsOnHost(picks, split.host_rows, impl_->logits.as<const float>(),
                         impl_->vocab_stride, impl_->spec.vocab_size, impl_->host_pick_logits,

@@ -145,6 +145,9 @@ struct CudaHybridBackend::Impl {
     int64_t max_keys = 0, max_decode_keys = 0;
     int64_t max_tokens = 0;  // the most tokens any sequence has
     int64_t real_seqs = 0;   // the callers' sequences; seqs - real_seqs pad a graph's bucket
+    // Every row's logits, in row order (LogitsFor::kAllTokens); else out row i is sequence i's
+    // last row, and the scored rows (TokenPick::score_next) follow the seqs rows.
+    bool all_rows = false;
   };
   // kNone: a rank other than 0 (its step's outputs are rank 0's to give).
   enum class Output { kLogits, kGreedy, kSampled, kNone };
@@ -163,9 +166,12 @@ struct CudaHybridBackend::Impl {
   // Checks that the chunks' KV block tables cover their positions (ValidateChunks checks the
   // ids).
   absl::Status CheckBlockTables(std::span<const SlotChunk> chunks) const;
-  // The table's layout for `chunks`, padded to `padded_seqs` one-token sequences for a graph.
-  StepTable BuildTable(std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs);
-  void FillTable(std::span<const SlotChunk> chunks, const StepTable& t);
+  // The table's layout for `chunks`, padded to `padded_seqs` one-token sequences for a graph,
+  // with `scored_rows` output rows beyond the sequences' last rows.
+  StepTable BuildTable(std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs,
+                       int64_t scored_rows);
+  void FillTable(std::span<const SlotChunk> chunks, std::span<const TokenPick> picks,
+                 const StepTable& t);
   absl::Status PrepareSampling(std::span<const TokenPick> picks, int64_t rows);
   // A step: its start (counters, embeddings) and layers [0, split), then layers [split, end)
   // and its end (head and output); a graph each when replayed (StepGraphs).

@@ -146,8 +146,9 @@ absl::Status CudaHybridBackend::Impl::CheckBlockTables(std::span<const SlotChunk
 }
 
 CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
-    std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs) {
+    std::span<const SlotChunk> chunks, bool all_rows, int64_t padded_seqs, int64_t scored_rows) {
   StepTable t;
+  t.all_rows = all_rows;
   t.real_seqs = static_cast<int64_t>(chunks.size());
   t.seqs = padded_seqs;
   int64_t blocks = 0;
@@ -174,7 +175,7 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
   t.rows += padding;  // a row each at position 0 of the scratch slot and block
   t.num_decode_rows += padding;
   blocks += kv.empty() ? 0 : padding;
-  t.out_rows = all_rows ? t.rows : t.seqs;
+  t.out_rows = all_rows ? t.rows : t.seqs + scored_rows;
   int64_t at = 0;
   auto take = [&](int64_t n) {
     const int64_t offset = at;
@@ -198,7 +199,8 @@ CudaHybridBackend::Impl::StepTable CudaHybridBackend::Impl::BuildTable(
   return t;
 }
 
-void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks, const StepTable& t) {
+void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks,
+                                        std::span<const TokenPick> picks, const StepTable& t) {
   int32_t* host = host_table.as<int32_t>();
   int64_t row = 0, block_at = 0, tile_at = 0, decode_at = 0;
   auto add_sequence = [&](int64_t i, int64_t slot, std::span<const int32_t> tokens, int64_t start,
@@ -223,10 +225,10 @@ void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks, const
     for (int32_t token : tokens) {
       host[t.ids + row] = token;
       host[t.row_sequence + row] = static_cast<int32_t>(i);
-      if (t.out_rows == t.rows) host[t.out_row + row] = static_cast<int32_t>(row);
+      if (t.all_rows) host[t.out_row + row] = static_cast<int32_t>(row);
       ++row;
     }
-    if (t.out_rows != t.rows) host[t.out_row + i] = static_cast<int32_t>(row - 1);
+    if (!t.all_rows) host[t.out_row + i] = static_cast<int32_t>(row - 1);
   };
   for (int64_t i = 0; i < t.real_seqs; ++i) {
     const SlotChunk& chunk = chunks[i];
@@ -243,6 +245,14 @@ void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks, const
     add_sequence(i, scratch_slot, {&kPaddingToken, 1}, 0, {0.0f, 1}, &scratch_block,
                  kv.empty() ? 0 : 1);
     host[t.row_count + i] = 0;
+  }
+  if (t.all_rows) return;
+  int64_t out = t.seqs;  // the scored rows: each chunk's first rows, in order
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const int32_t first = host[t.row_begin + i];
+    for (size_t r = 0; r < picks[i].score_next.size(); ++r) {
+      host[t.out_row + out++] = first + static_cast<int32_t>(r);
+    }
   }
 }
 
@@ -266,12 +276,14 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   RETURN_IF_ERROR(CheckBlockTables(chunks));
   const bool all_rows = which == LogitsFor::kAllTokens;
   const int64_t seqs = static_cast<int64_t>(chunks.size());
-  const bool graphable = options.use_graphs &&
+  const int64_t scored_rows = all_rows ? 0 : ScoredRows(picks);
+  const bool graphable = options.use_graphs && scored_rows == 0 &&
                          (!options.rank || options.rank->collective->capturable()) && !all_rows &&
                          seqs <= kMaxGraphBatch &&
                          std::all_of(chunks.begin(), chunks.end(),
                                      [](const SlotChunk& c) { return c.tokens.size() == 1; });
-  const StepTable t = BuildTable(chunks, all_rows, graphable ? GraphBucket(seqs) : seqs);
+  const StepTable t =
+      BuildTable(chunks, all_rows, graphable ? GraphBucket(seqs) : seqs, scored_rows);
   int64_t partial_floats = 0;  // the split-keys attention kernel's scratch
   for (const DeviceHybridLayer& layer : layers) {
     const auto* a = std::get_if<DeviceAttentionLayer>(&layer.mixer);
@@ -283,7 +295,7 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
   }
   RETURN_IF_ERROR(EnsureStepCapacity(t.rows, t.seqs, t.total, partial_floats));
   RETURN_IF_ERROR(EnsureOutputCapacity(t.out_rows, output));
-  FillTable(chunks, t);
+  FillTable(chunks, picks, t);
   const int32_t* host = host_table.as<int32_t>();
   RIDGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table.as<void>(), host, t.total * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, stream));
@@ -311,7 +323,7 @@ absl::Status CudaHybridBackend::Impl::RunStep(std::span<const SlotChunk> chunks,
       }
     }
   }
-  *out_rows = all_rows ? t.rows : t.real_seqs;
+  *out_rows = all_rows ? t.rows : t.real_seqs + scored_rows;  // scored: never padded
   return absl::OkStatus();
 }
 
@@ -367,9 +379,8 @@ absl::Status CudaHybridBackend::Impl::EnqueueStepEnd(const StepTable& t, Output 
   const float eps = static_cast<float>(spec.rms_norm_eps);
   cudaStream_t s = stream;
   for (size_t i = split; i < layers.size(); ++i) RETURN_IF_ERROR(EnqueueLayer(layers[i], t));
-  const bool all_rows = t.out_rows == t.rows;
   RIDGE_CUDA_RETURN_IF_ERROR(cuda::LaunchRmsNormToBf16(
-      hidden.as<float>(), all_rows ? nullptr : DeviceTable(t.out_row), final_norm.as<float>(),
+      hidden.as<float>(), t.all_rows ? nullptr : DeviceTable(t.out_row), final_norm.as<float>(),
       t.out_rows, c, eps, final_normed.as<void>(), s));
   if (options.rank) {
     RETURN_IF_ERROR(WeightGemm(gemm(), final_normed.as<void>(), t.out_rows, c, head.as<void>(),

@@ -20,6 +20,23 @@ constexpr char kScript[] = "Hello world, this is ridgeserve speaking. ";
 // Emits the bytes of `script` (kScript unless a test sets it; as tiny-tokenizer ids), one token
 // per event every `interval`, up to max_tokens, then finishes with `finish_reason` ("length"
 // unless a test sets it). Cancel ends a request with kCancelled.
+// Prompt logprobs the fake gives (EngineRequest::prompt_logprobs = n): prompt token t + 1 has
+// logprob -0.25 (t + 1) and rank t + 2; the alternatives are the tiny tokens of 'a', 'b', ...
+// with logprobs -0.1, -0.2, ...
+inline std::vector<LogprobEntry> ScriptedPromptLogprobs(const EngineRequest& request) {
+  std::vector<LogprobEntry> out;
+  if (request.prompt_logprobs < 0) return out;
+  for (size_t t = 0; t + 1 < request.prompt.size(); ++t) {
+    LogprobEntry e{
+        request.prompt[t + 1], -0.25f * static_cast<float>(t + 1), {}, static_cast<int32_t>(t + 2)};
+    for (int32_t k = 0; k < request.prompt_logprobs; ++k) {
+      e.top.emplace_back(TinyTokenId(static_cast<unsigned char>('a' + k)), -0.1f * (k + 1));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 class FakeBackend final : public GenerationBackend {
  public:
   ~FakeBackend() override {
@@ -87,6 +104,7 @@ class FakeBackend final : public GenerationBackend {
       if (IsCancelled(id)) break;
       RequestEvent event;
       event.id = id;
+      if (i == 0) event.prompt_logprobs = ScriptedPromptLogprobs(request);
       const int32_t token = TinyTokenId(static_cast<unsigned char>(script[i % script.size()]));
       event.tokens = {token};
       if (request.logprobs) event.logprobs = {{token, -0.5f, {{token, -0.5f}}}};

@@ -40,7 +40,8 @@ TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
   auto r = ParseOpenAiRequest(body, ApiKind::kCompletion, Limits());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->model, "m");
-  EXPECT_EQ(r->prompt_text, "hello");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].text, "hello");
   EXPECT_EQ(r->sampling.max_tokens, 7);
   EXPECT_FLOAT_EQ(r->sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r->sampling.top_p, 0.9f);
@@ -66,12 +67,48 @@ TEST(OpenAiRequestTest, PromptForms) {
   for (const char* text : {R"({"prompt": [1, 2, 3]})", R"({"prompt": [[1, 2, 3]]})"}) {
     auto r = ParseOpenAiRequest(json::parse(text), ApiKind::kCompletion, Limits());
     ASSERT_TRUE(r.ok()) << text << ": " << r.status();
-    EXPECT_EQ(*r->prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+    ASSERT_EQ(r->prompts.size(), 1u);
+    EXPECT_EQ(*r->prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
   }
   auto r = ParseOpenAiRequest(json::parse(R"({"prompt": ["hi"]})"), ApiKind::kCompletion, Limits());
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->prompt_text, "hi");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].text, "hi");
   EXPECT_EQ(r->sampling.max_tokens, 16);  // OpenAI's default for completions
+}
+
+TEST(OpenAiRequestTest, APromptListIsSeveralPrompts) {
+  auto r = ParseOpenAiRequest(json::parse(R"({"prompt": ["a", [4, 5], "b c"], "n": 2})"),
+                              ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->prompts.size(), 3u);
+  EXPECT_EQ(r->prompts[0].text, "a");
+  EXPECT_EQ(*r->prompts[1].ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(r->prompts[2].text, "b c");
+  EXPECT_EQ(r->n, 2);
+  // 256 prompts is the most; 128 of them with n = 2 too.
+  json many = {{"prompt", json::array()}};
+  for (int i = 0; i < 128; ++i) many["prompt"].push_back("x");
+  many["n"] = 2;
+  EXPECT_TRUE(ParseOpenAiRequest(many, ApiKind::kCompletion, Limits()).ok());
+  many["n"] = 3;
+  auto too_many = ParseOpenAiRequest(many, ApiKind::kCompletion, Limits());
+  EXPECT_EQ(ParamOf(too_many.status()), "n") << too_many.status();
+}
+
+TEST(OpenAiRequestTest, PromptLogprobs) {
+  // OpenAI's echo with logprobs scores the prompt; vLLM's prompt_logprobs too, in its own list.
+  auto r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "echo": true, "logprobs": 2})"),
+                              ApiKind::kCompletion, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo_logprobs);
+  EXPECT_FALSE(r->prompt_logprobs.has_value());
+  r = ParseOpenAiRequest(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                         "prompt_logprobs": 0})"),
+                         ApiKind::kChat, Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->echo_logprobs);
+  EXPECT_EQ(r->prompt_logprobs, 0);
 }
 
 TEST(OpenAiRequestTest, ChatFields) {
@@ -331,7 +368,9 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"([1, 2])", ""}, InvalidCase{kC, R"({})", "prompt"},
         InvalidCase{kC, R"({"prompt": 5})", "prompt"},
         InvalidCase{kC, R"({"prompt": []})", "prompt"},
-        InvalidCase{kC, R"({"prompt": ["a", "b"]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": ["a", 5]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": ["a", []]})", "prompt"},
+        InvalidCase{kC, R"({"prompt": [[1], [1, "a"]]})", "prompt"},
         InvalidCase{kC, R"({"prompt": [1, 512]})", "prompt"},
         InvalidCase{kC, R"({"prompt": [1, -1]})", "prompt"},
         InvalidCase{kC, R"({"prompt": [1, "a"]})", "prompt"},
@@ -404,7 +443,14 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kC, R"({"prompt": "x", "n": 0})", "n"},
         InvalidCase{kC, R"({"prompt": "x", "n": 17})", "n"},
         InvalidCase{kC, R"({"prompt": "x", "best_of": 3})", "best_of"},
-        InvalidCase{kC, R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+        InvalidCase{kC, R"({"prompt": "x", "echo": true, "logprobs": 1, "session_id": "s"})",
+                    "echo"},
+        InvalidCase{kC, R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs"},
+        InvalidCase{kC, R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs"},
+        InvalidCase{kC, R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})",
+                    "prompt_logprobs"},
+        InvalidCase{kC, R"({"prompt": "x", "prompt_logprobs": 1, "session_id": "s"})",
+                    "prompt_logprobs"},
         InvalidCase{kC, R"({"prompt": "x", "stream": "yes"})", "stream"},
         InvalidCase{kC, R"({"prompt": "x", "stream_options": {"include_usage": true}})",
                     "stream_options"},

@@ -20,6 +20,11 @@ class CollectingSink : public RequestSink {
     std::lock_guard<std::mutex> lock(mutex_);
     tokens_.insert(tokens_.end(), event.tokens.begin(), event.tokens.end());
     for (auto& lp : event.logprobs) logprobs_.push_back(lp);
+    if (!event.prompt_logprobs.empty()) {
+      EXPECT_TRUE(prompt_logprobs_.empty()) << "prompt logprobs in two events";
+      EXPECT_TRUE(tokens_.size() == event.tokens.size()) << "prompt logprobs after the first event";
+      prompt_logprobs_ = event.prompt_logprobs;
+    }
     if (event.finished) {
       EXPECT_FALSE(final_.has_value()) << "two final events";
       final_ = std::move(event);
@@ -45,12 +50,17 @@ class CollectingSink : public RequestSink {
     std::lock_guard<std::mutex> lock(mutex_);
     return logprobs_;
   }
+  std::vector<LogprobEntry> prompt_logprobs() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return prompt_logprobs_;
+  }
 
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<int32_t> tokens_;
   std::vector<LogprobEntry> logprobs_;
+  std::vector<LogprobEntry> prompt_logprobs_;
   std::optional<RequestEvent> final_;
 };
 
