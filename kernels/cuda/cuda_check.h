@@ -14,6 +14,9 @@ namespace ridge::cuda {
 
 inline absl::Status CudaStatus(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return absl::OkStatus();
+  // Reported here: the runtime's last error is cleared, so that a launch checked later with
+  // cudaGetLastError does not report this call's error again (a sticky error stays).
+  (void)cudaGetLastError();
   std::string message = std::string("CUDA error in ") + what + ": " + cudaGetErrorString(error);
   if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(std::move(message));
   return absl::InternalError(std::move(message));

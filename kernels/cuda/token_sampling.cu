@@ -704,7 +704,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   // 3. The token (a scored row's is given, its vocabulary checked by the host).
-  const int32_t token = p.forced_token >= 0 ? p.forced_token : ChooseToken(vocab, p, logit_of, s);
+  const int32_t token = p.scored != 0 ? p.scored_token : ChooseToken(vocab, p, logit_of, s);
 
   // 4. Its raw log-probability: the global row is still raw when the row was cached; else it
   // holds the penalised value if the token had a penalty.
@@ -721,7 +721,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   // 5. A scored row's rank (its row has no penalties: the logits are raw), as vLLM counts it.
   int64_t rank = 0;
-  if (p.forced_token >= 0) {
+  if (p.scored != 0) {
     const float chosen = s.chosen_raw_logit;
     int64_t at_least = 0;
     for (int64_t id = threadIdx.x; id < vocab; id += kThreads) at_least += logit_of(id) >= chosen;

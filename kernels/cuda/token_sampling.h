@@ -45,15 +45,17 @@ struct SamplingRowParams {
   int32_t logprobs;                      // 1: return the chosen token's log-probability
   int32_t top_logprobs;                  // 0..kMaxSampledTopLogprobs alternatives (implies 1)
   double uniform;                        // in [0, 1); used when temperature > 0
-  // >= 0: the row is scored, not sampled: its token is this one (a prompt's next token), with
-  // its log-probability and alternatives as for a sampled token. -1: sampled.
-  int32_t forced_token;
+  // Nonzero: the row is scored, not sampled: its token is scored_token (a prompt's next token),
+  // with its log-probability, rank and alternatives as for a sampled token. Zero (the value of a
+  // zeroed row): sampled.
+  int32_t scored;
+  int32_t scored_token;
 };
 
 struct SampledToken {
   int32_t token;
   float logprob;  // of `token`, raw log-softmax
-  int32_t rank;   // scored rows (forced_token): tokens whose raw logit is >= the token's
+  int32_t rank;   // scored rows: tokens whose raw logit is >= the token's
   int32_t top_tokens[kMaxSampledTopLogprobs];
   float top_logprobs[kMaxSampledTopLogprobs];  // most likely first, lower id first on ties
 };

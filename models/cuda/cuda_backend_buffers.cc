@@ -35,8 +35,9 @@ absl::Status CudaBackend::Impl::EnsureCapacity(int64_t rows, int64_t seqs) {
   RETURN_IF_ERROR(renew.Pinned(&host_argmax, new_rows * sizeof(int32_t)));
   RETURN_IF_ERROR(renew.Device(&counters, counter_bytes));
   RETURN_IF_ERROR(renew.Pinned(&host_counters, counter_bytes));
-  const size_t params_bytes = new_seqs * sizeof(cuda::SamplingRowParams);
-  const size_t sampled_bytes = new_seqs * sizeof(cuda::SampledToken);
+  // A row per output row: each sequence's last, and the rows it scores (prompt logprobs).
+  const size_t params_bytes = new_rows * sizeof(cuda::SamplingRowParams);
+  const size_t sampled_bytes = new_rows * sizeof(cuda::SampledToken);
   RETURN_IF_ERROR(renew.Device(&sampling_params, params_bytes));
   RETURN_IF_ERROR(renew.Pinned(&host_sampling_params, params_bytes));
   RETURN_IF_ERROR(renew.Device(&sampled, sampled_bytes));

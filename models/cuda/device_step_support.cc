@@ -71,8 +71,7 @@ absl::Status WeightGemm(const GemmContext& context, const void* x, int64_t rows,
 void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
                        std::vector<int32_t>& token_marks, cuda::SamplingRowParams* params,
                        std::vector<cuda::PenaltyEntry>* entries) {
-  // Padding rows (and rows picked on the host) take token 0: nothing is chosen.
-  std::fill(params, params + rows, cuda::SamplingRowParams{});
+  std::fill(params, params + rows, cuda::SamplingRowParams{});  // padding rows: greedy
   entries->clear();
   for (size_t i = 0; i < picks.size(); ++i) {
     const TokenPick& pick = picks[i];
@@ -89,7 +88,6 @@ void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
     row.logprobs = pick.logprobs ? 1 : 0;
     row.top_logprobs = pick.logprobs ? pick.top_logprobs : 0;
     row.uniform = pick.uniform;
-    row.forced_token = -1;
     row.penalty_begin = static_cast<int32_t>(entries->size());
     // One entry per distinct token: the generated ones with their counts, then (only when the
     // repetition penalty is on) the prompt's other tokens.
@@ -118,7 +116,8 @@ void BuildSamplingRows(std::span<const TokenPick> picks, int64_t rows,
   for (const TokenPick& pick : picks) {
     for (int32_t next : pick.score_next) {
       cuda::SamplingRowParams& row = params[at++];
-      row.forced_token = next;
+      row.scored = 1;
+      row.scored_token = next;
       row.logprobs = 1;
       row.top_logprobs = pick.score_top_logprobs;
     }

@@ -70,8 +70,8 @@ absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, 
 
 // A sampled step's picks split between the device's sampler and the host: `host_rows` are the
 // rows the device cannot pick (a logit bias, a JSON mask: Sampler::NeedsHostLogits), and in
-// `device` their picks have no sampler, so the device treats them as padding (no token chosen,
-// no penalties) and leaves their logits as the model wrote them; their scored rows stay.
+// `device` their picks have no sampler, so the device treats them as padding (greedy, no
+// penalties) and leaves their logits as the model wrote them; their scored rows stay.
 struct SplitPicks {
   std::vector<TokenPick> device;
   std::vector<size_t> host_rows;

@@ -4,7 +4,9 @@
 Starts the server on a test checkpoint (random small weights, so the text is noise) with the tiny
 byte-level tokenizer, Qwen3's chat template (--chat-template) and --reasoning-parser qwen3, then
 drives it with the SDK: chat with tools offered, a tool call and its result sent back; streaming
-with the reasoning parser on; n = 2; stop strings; echo; /tokenize and /detokenize round trip;
+with the reasoning parser on; n = 2; stop strings; echo; loglikelihood requests as
+lm-evaluation-harness sends them (prompt lists, echo with logprobs) and vLLM's prompt_logprobs;
+/tokenize and /detokenize round trip;
 response_format json_object and json_schema;
 and the 400s the SDK raises as BadRequestError (unknown tool_choice function, a tool schema that
 is not an object, continue_final_message with add_generation_prompt). The model cannot be made to
@@ -160,6 +162,34 @@ def run_checks(client, port):
     # echo and /tokenize + /detokenize round trip (vLLM's routes, via the SDK's raw POST).
     echoed = client.completions.create(model="tiny", prompt="Echo me", max_tokens=2, echo=True)
     check(echoed.choices[0].text.startswith("Echo me"), "echo: the prompt is not in front")
+    # Loglikelihood as lm-evaluation-harness's local-completions model asks for it: a batch of
+    # token-id prompts, echo with logprobs, one new token, greedy. Each choice's token_logprobs
+    # cover its prompt (the first null) and the new token; vLLM's prompt_logprobs give the same
+    # numbers for the same prompt (within float rounding: the batches differ).
+    batch = [[72, 101, 108, 108, 111, 32], [87, 111, 114, 108, 100]]
+    scored = client.completions.create(model="tiny", prompt=batch, echo=True, logprobs=1,
+                                       max_tokens=1, temperature=0, seed=1234,
+                                       extra_body={"ignore_eos": True})
+    check([c.index for c in scored.choices] == [0, 1], "loglikelihood: choices not per prompt")
+    for choice, ids in zip(scored.choices, batch):
+        lp = choice.logprobs
+        check(len(lp.token_logprobs) == len(ids) + 1 and lp.token_logprobs[0] is None
+              and all(x <= 0 for x in lp.token_logprobs[1:]),
+              f"loglikelihood: token_logprobs {lp.token_logprobs}")
+        check(lp.top_logprobs[0] is None and all(len(t) == 1 for t in lp.top_logprobs[1:]),
+              f"loglikelihood: top_logprobs {lp.top_logprobs}")
+    vllm = client.completions.create(model="tiny", prompt=batch[0], max_tokens=1,
+                                     extra_body={"prompt_logprobs": 0, "ignore_eos": True})
+    listed = vllm.model_extra["choices"][0]["prompt_logprobs"] if vllm.model_extra else None
+    listed = listed or vllm.choices[0].model_extra.get("prompt_logprobs")
+    check(listed is not None and listed[0] is None and len(listed) == len(batch[0]),
+          f"prompt_logprobs: {listed}")
+    if listed:
+        for t in range(1, len(batch[0])):
+            entry = listed[t][str(batch[0][t])]
+            check(abs(entry["logprob"] - scored.choices[0].logprobs.token_logprobs[t]) < 1e-4,
+                  f"prompt_logprobs and echo disagree at {t}: {entry} vs "
+                  f"{scored.choices[0].logprobs.token_logprobs[t]}")
     root = f"http://127.0.0.1:{port}"
     tokens = json.loads(client.post(f"{root}/tokenize", body={"prompt": "Héllo"}, cast_to=str))
     check(tokens["count"] == len("Héllo".encode()), f"tokenize: {tokens}")

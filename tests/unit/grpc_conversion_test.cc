@@ -68,6 +68,14 @@ TEST_F(GrpcConversionTest, InvalidRequestsNameTheField) {
        absl::StatusCode::kInvalidArgument, "logit_bias: token id 600"},
       {"bad session id", [](auto* r) { r->set_session_id("a/b"); },
        absl::StatusCode::kInvalidArgument, "session_id 'a/b'"},
+      {"prompt logprobs out of range", [](auto* r) { r->set_prompt_logprobs(21); },
+       absl::StatusCode::kInvalidArgument, "prompt_logprobs must be in [0, 20], got 21"},
+      {"prompt logprobs with a session",
+       [](auto* r) {
+         r->set_prompt_logprobs(0);
+         r->set_session_id("s");
+       },
+       absl::StatusCode::kInvalidArgument, "prompt_logprobs cannot be combined with session_id"},
       {"empty ids", [](auto* r) { r->mutable_token_ids()->clear_ids(); },
        absl::StatusCode::kInvalidArgument, "token_ids.ids is empty"},
       {"id too large", [](auto* r) { r->mutable_token_ids()->add_ids(512); },
@@ -187,6 +195,7 @@ TEST_F(GrpcConversionTest, DefaultsMatchTheEngine) {
   EXPECT_FALSE(e.solver.has_value());
   EXPECT_FALSE(e.logprobs);
   EXPECT_EQ(e.top_logprobs, 0);
+  EXPECT_EQ(e.prompt_logprobs, -1);
   EXPECT_FALSE(e.deadline.has_value());
   EXPECT_TRUE(parsed->stop.empty());
   EXPECT_TRUE(parsed->skip_special_tokens);
@@ -425,6 +434,30 @@ TEST_F(GrpcConversionTest, LogprobsAreParallelToTokens) {
   ASSERT_EQ(r.logprobs(0).top_size(), 2);
   EXPECT_EQ(r.logprobs(0).top(1).token_id(), 80);
   EXPECT_EQ(r.logprobs(1).top_size(), 0);
+  EXPECT_EQ(r.prompt_logprobs_size(), 0);
+}
+
+TEST_F(GrpcConversionTest, PromptLogprobsComeWithTheFirstMessage) {
+  v1::GenerateRequest request = IdsRequest({1, 2, 3});
+  request.set_prompt_logprobs(1);
+  absl::StatusOr<ParsedGenerateRequest> parsed = ParseGenerateRequest(request, Model(false));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->engine.prompt_logprobs, 1);
+
+  GrpcResponseBuilder builder(tokenizer_, true, {});
+  RequestEvent e;
+  e.tokens = {70};
+  e.prompt_logprobs = {LogprobEntry{2, -1.5f, {{9, -0.5f}}, 3}, LogprobEntry{3, -0.25f, {}, 1}};
+  v1::GenerateResponse r;
+  builder.AddTokens(e, &r);
+  ASSERT_EQ(r.prompt_logprobs_size(), 2);
+  EXPECT_EQ(r.prompt_logprobs(0).token_id(), 2);
+  EXPECT_FLOAT_EQ(r.prompt_logprobs(0).logprob(), -1.5f);
+  EXPECT_EQ(r.prompt_logprobs(0).rank(), 3);
+  ASSERT_EQ(r.prompt_logprobs(0).top_size(), 1);
+  EXPECT_EQ(r.prompt_logprobs(0).top(0).token_id(), 9);
+  EXPECT_EQ(r.prompt_logprobs(1).rank(), 1);
+  EXPECT_TRUE(HasContent(r));
 }
 
 }  // namespace

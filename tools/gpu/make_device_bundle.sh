@@ -17,7 +17,8 @@ binaries=(build/tests/gpu/cuda_backend_test build/tests/gpu/cuda_backend_mechani
   build/tests/gpu/token_sampling_test build/tests/gpu/few_rows_gemm_test build/tests/gpu/gka_recurrence_test
   build/tests/gpu/cuda_hybrid_backend_test build/tests/gpu/cuda_hybrid_graphs_test
   build/tests/gpu/paged_attention_test build/tests/gpu/cuda_prefix_cache_test
-  build/tests/gpu/cuda_tensor_parallel_test build/tests/unit/backend_selection_test
+  build/tests/gpu/cuda_tensor_parallel_test build/tests/gpu/cuda_prompt_scoring_test
+  build/tests/unit/backend_selection_test
   build/tests/unit/tensor_parallel_watchdog_test build/tools/bench/cuda_bench build/tools/bench/cuda_hybrid_bench
   build/tools/bench/gka_kernel_bench
   build/tools/bench/mesa_kernel_bench build/tools/bench/gemm_bench build/server/ridgeserve)

@@ -39,7 +39,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 for test in mesa_kernels_test cuda_backend_test cuda_backend_mechanics_test cuda_engine_test \
   token_sampling_test row_kernels_test few_rows_gemm_test gka_recurrence_test \
   paged_attention_test cuda_hybrid_backend_test cuda_hybrid_graphs_test cuda_prefix_cache_test \
-  cuda_tensor_parallel_test backend_selection_test tensor_parallel_watchdog_test; do
+  cuda_tensor_parallel_test cuda_prompt_scoring_test backend_selection_test \
+  tensor_parallel_watchdog_test; do
   # By its path: a death test runs the binary again through argv[0], which execv does not look
   # up in PATH.
   check "$test" "$test" "$(command -v "$test" || echo "$test")" --gtest_brief=1
@@ -56,6 +57,8 @@ if ((sanitizers)); then
     gka_recurrence_test
   check "racecheck gka_recurrence_test (chunked)" racecheck_gka compute-sanitizer --tool racecheck \
     gka_recurrence_test --gtest_filter='*_t40_*:*_t20_*'
+  check "memcheck cuda_prompt_scoring_test" memcheck_prompt_scoring \
+    compute-sanitizer --tool memcheck cuda_prompt_scoring_test
   check "memcheck paged_attention_test (decode)" memcheck_paged compute-sanitizer --tool memcheck \
     paged_attention_test --gtest_filter='*Decode*'
   check "racecheck paged_attention_test" racecheck_paged compute-sanitizer --tool racecheck \
