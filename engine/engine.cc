@@ -22,6 +22,13 @@ double Seconds(SteadyTime from, SteadyTime to) {
 
 }  // namespace
 
+int64_t MaxScoredRowsPerStep(int64_t vocab_size) {
+  constexpr int64_t kLogitBytes = int64_t{1} << 30, kMostRows = 2048;
+  return std::clamp<int64_t>(
+      kLogitBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(vocab_size, 1)), 1,
+      kMostRows);
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model* model,
                                                        const EngineOptions& options,
                                                        EngineObserver* observer) {
@@ -408,7 +415,7 @@ void Engine::RunStep(std::vector<std::unique_ptr<Sequence>> arrived, CancelList 
     return false;
   };
   std::vector<SolverStats> step_stats(plan.prefill.size() + plan.decode.size());
-  int64_t scored_rows_left = kMaxScoredRowsPerStep;
+  int64_t scored_rows_left = MaxScoredRowsPerStep(backend_->spec().vocab_size);
   for (const auto& [id, planned] : plan.prefill) {
     Sequence* found = find(id);
     if (found == nullptr) continue;

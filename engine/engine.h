@@ -26,6 +26,11 @@
 
 namespace ridge {
 
+// The most prompt rows a step scores for prompt logprobs (EngineRequest::prompt_logprobs): each
+// takes a row of logits on the device, so as many as 1 GiB of them holds, at most 2048 (1,766 at
+// a 152K vocabulary).
+int64_t MaxScoredRowsPerStep(int64_t vocab_size);
+
 struct EngineOptions {
   int64_t max_slots = 64;  // sequences decoding at once (state pool size)
   // KV blocks of the CPU backend that Create(const Model*) builds, for models with attention

@@ -12,10 +12,6 @@
 
 namespace ridge {
 
-// Rows a step scores for prompt logprobs at most: each takes a row of logits on the device
-// (600 KB at a 150K vocabulary).
-inline constexpr int64_t kMaxScoredRowsPerStep = 512;
-
 struct Engine::Sequence {
   explicit Sequence(Sampler s) : sampler(std::move(s)) {}
 

@@ -387,3 +387,16 @@ TEST_F(EngineTest, LogprobsAndStopTokens) {
 
 }  // namespace
 }  // namespace ridge
+
+namespace ridge {
+namespace {
+
+// A step's scored prompt rows hold at most 1 GiB of logits, and never more than 2048 rows.
+TEST(MaxScoredRowsPerStepTest, AGibibyteOfLogits) {
+  EXPECT_EQ(MaxScoredRowsPerStep(4096), 2048);
+  EXPECT_EQ(MaxScoredRowsPerStep(151936), 1766);
+  EXPECT_EQ(MaxScoredRowsPerStep(int64_t{1} << 30), 1);
+}
+
+}  // namespace
+}  // namespace ridge

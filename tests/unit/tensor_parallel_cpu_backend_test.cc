@@ -112,6 +112,31 @@ TEST_P(TensorParallelCpuBackendTest, StepsAsTheUnsplitModel) {
   EXPECT_EQ(got_next, expected_next);
 }
 
+// Prompt scoring (TokenPick::score_next) through the split model: rank 0 answers for the group
+// with the unsplit model's log-probabilities, ranks and alternatives.
+TEST_P(TensorParallelCpuBackendTest, ScoresPromptRowsAsTheUnsplitModel) {
+  const std::vector<int32_t> prompt = {5, 99, 17, 42, 0, 63, 102, 8, 31};
+  const std::vector<int32_t> table = {0, 1, 2};
+  const SlotChunk chunk{.slot = 1, .tokens = prompt, .solver = {0.0f, 30}, .kv_blocks = table};
+  TokenPick pick;
+  pick.score_next = std::span<const int32_t>(prompt).subspan(1);
+  pick.score_top_logprobs = 3;
+  std::vector<PickedToken> expected, got;
+  ASSERT_TRUE(reference_->ForwardSample({&chunk, 1}, {&pick, 1}, &expected).ok());
+  ASSERT_TRUE(backend_->ForwardSample({&chunk, 1}, {&pick, 1}, &got).ok());
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].scored.size(), prompt.size() - 1);
+  for (size_t r = 0; r < got[0].scored.size(); ++r) {
+    const PickedToken& g = got[0].scored[r];
+    const PickedToken& e = expected[0].scored[r];
+    EXPECT_EQ(g.token, prompt[r + 1]);
+    EXPECT_NEAR(g.logprob, e.logprob, 1e-3) << "row " << r;
+    EXPECT_EQ(g.rank, e.rank) << "row " << r;
+    ASSERT_EQ(g.top.size(), 3u);
+    EXPECT_EQ(g.top[0].first, e.top[0].first) << "row " << r;
+  }
+}
+
 TEST_P(TensorParallelCpuBackendTest, CopiedAndImportedSlotsContinueAsTheOriginal) {
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79, 32};
   const std::vector<int32_t> table = {0, 1, 2};

@@ -14,6 +14,8 @@
 //       cores)]
 //       [--tensor-parallel-size 1 (N: the model split over N ranks, rank r on GPU r modulo the
 //        GPUs present, NCCL when each has its own)]
+//       [--score-len 0 (L: prompt logprobs of --prefill-batch L-token prompts against their
+//        plain prefill, in the engine's pieces)]
 //       [--picks greedy (a list of: greedy; sampled, every sequence at temperature 0.8 on the
 //        device; host-row, the same with one sequence's pick on the host (a logit bias);
 //        host-all, every sequence sampled on the host from copied logits, ModelBackend's way)]
@@ -33,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "engine/engine.h"
 #include "models/arch/load_model.h"
 #include "models/cuda/device_memory.h"
 #include "models/cuda/hybrid_backend.h"
@@ -61,10 +64,12 @@ std::vector<int32_t> BlockTable(int64_t s, int64_t per_sequence) {
 }
 
 // Prefills `count` sequences (slots first..first+count) of `length` tokens in pieces of `chunk`,
-// all of them in every step; returns the seconds.
+// all of them in every step; returns the seconds. With score_top >= 0 every prompt token after
+// the first is scored as for prompt logprobs (the token's log-probability and score_top
+// alternatives), as the engine asks it.
 absl::StatusOr<double> Prefill(ModelBackend& b, int64_t first, int64_t count, int64_t length,
                                int64_t chunk, const std::vector<std::vector<int32_t>>& tables,
-                               int32_t max_iterations) {
+                               int32_t max_iterations, int32_t score_top = -1) {
   std::vector<std::vector<int32_t>> prompts(count);
   for (int64_t s = 0; s < count; ++s) {
     RETURN_IF_ERROR(b.ResetSlot(first + s));
@@ -72,17 +77,26 @@ absl::StatusOr<double> Prefill(ModelBackend& b, int64_t first, int64_t count, in
   }
   const auto start = Clock::now();
   std::vector<int32_t> next;
+  std::vector<PickedToken> picked;
   for (int64_t at = 0; at < length; at += chunk) {
     const int64_t n = std::min(chunk, length - at);
     std::vector<SlotChunk> chunks;
+    std::vector<TokenPick> picks(count);
     for (int64_t s = 0; s < count; ++s) {
       chunks.push_back({.slot = first + s,
                         .tokens = std::span<const int32_t>(prompts[s]).subspan(at, n),
                         .solver = {0.0f, max_iterations},
                         .phase = SolvePhase::kPrefill,
                         .kv_blocks = tables[first + s]});
+      picks[s].score_next =
+          std::span<const int32_t>(prompts[s]).subspan(at + 1, std::min(n, length - 1 - at));
+      picks[s].score_top_logprobs = score_top;
     }
-    RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+    if (score_top < 0) {
+      RETURN_IF_ERROR(b.ForwardGreedy(chunks, &next));
+    } else {
+      RETURN_IF_ERROR(b.ForwardSample(chunks, picks, &picked));
+    }
   }
   return SecondsSince(start);
 }
@@ -203,12 +217,13 @@ absl::Status MeasureDecode(ModelBackend& b, const DecodeRun& run,
 }
 
 absl::Status Bench(int argc, char** argv) {
-  ASSIGN_OR_RETURN(const CliArgs args,
-                   CliArgs::Parse(argc, argv,
-                                  {"config", "contexts", "max-batch", "iterations", "tolerances",
-                                   "decode-steps", "ttft", "prefill-batch", "prefill-len", "chunk",
-                                   "gpu-memory-utilization", "kv-cache-dtype", "graphs",
-                                   "tensor-parallel-size", "gka-prefill-tensor-cores", "picks"}));
+  ASSIGN_OR_RETURN(
+      const CliArgs args,
+      CliArgs::Parse(
+          argc, argv,
+          {"config", "contexts", "max-batch", "iterations", "tolerances", "decode-steps", "ttft",
+           "prefill-batch", "prefill-len", "chunk", "gpu-memory-utilization", "kv-cache-dtype",
+           "graphs", "tensor-parallel-size", "gka-prefill-tensor-cores", "picks", "score-len"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const auto contexts, args.NumberList("contexts", "16384,32768"));
   ASSIGN_OR_RETURN(const auto max_batches, args.NumberList("max-batch", "0"));
@@ -226,6 +241,7 @@ absl::Status Bench(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t prefill_batch, args.Int("prefill-batch", 8));
   ASSIGN_OR_RETURN(const int64_t prefill_len, args.Int("prefill-len", 16384));
   ASSIGN_OR_RETURN(const int64_t chunk, args.Int("chunk", 2048));
+  ASSIGN_OR_RETURN(const int64_t score_len, args.Int("score-len", 0));
   ASSIGN_OR_RETURN(const double utilization, args.Double("gpu-memory-utilization", 0.92));
   ASSIGN_OR_RETURN(const int64_t ranks, args.Int("tensor-parallel-size", 1));
   ASSIGN_OR_RETURN(const int64_t prefill_tensor_cores, args.Int("gka-prefill-tensor-cores", 1));
@@ -256,7 +272,7 @@ absl::Status Bench(int argc, char** argv) {
   if (model->hybrid_weights() == nullptr) {
     return absl::InvalidArgumentError("--config must describe a hybrid_qwen3 model");
   }
-  int64_t max_context = std::max(ttft_len, prefill_len);
+  int64_t max_context = std::max({ttft_len, prefill_len, score_len});
   for (double c : contexts) max_context = std::max(max_context, static_cast<int64_t>(c));
   // Slots: as many sequences of the longest context as the memory holds (estimated from the
   // parameter count), plus the template's.
@@ -346,6 +362,23 @@ absl::Status Bench(int argc, char** argv) {
                              default_cap));
     std::printf("prefill %lld x %lld: %.3f s, %.0f tok/s\n", static_cast<long long>(count),
                 static_cast<long long>(prefill_len), seconds, count * prefill_len / seconds);
+    std::fflush(stdout);
+  }
+  if (score_len > 0 && prefill_batch > 0) {
+    // Prompt logprobs as the engine computes them: at most MaxScoredRowsPerStep rows a step, the
+    // same pieces prefilled plainly for comparison.
+    const int64_t count = std::min(prefill_batch, fit);
+    const int64_t piece = std::max<int64_t>(1, MaxScoredRowsPerStep(b.spec().vocab_size) / count);
+    ASSIGN_OR_RETURN(const double plain,
+                     Prefill(b, 0, count, score_len, piece, tables, default_cap));
+    ASSIGN_OR_RETURN(const double scored,
+                     Prefill(b, 0, count, score_len, piece, tables, default_cap, 5));
+    std::printf(
+        "prompt scoring %lld x %lld (pieces of %lld, 5 alternatives): %.0f tok/s scored, "
+        "%.0f tok/s prefilled alone (%.2fx the time)\n",
+        static_cast<long long>(count), static_cast<long long>(score_len),
+        static_cast<long long>(piece), count * score_len / scored, count * score_len / plain,
+        scored / plain);
     std::fflush(stdout);
   }
 
