@@ -8,11 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/http_server.h"
-#include "tests/server/fake_backend.h"
-#include "tests/server/http_test_client.h"
-#include "tests/server/running_http_server.h"
-#include "tests/server/tiny_tokenizer.h"
+#include "tests/server/tiny_openai_server.h"
 
 namespace ridge {
 namespace {
@@ -24,30 +20,7 @@ using testing::TinyTokenId;
 
 std::string Id(char c) { return std::to_string(TinyTokenId(static_cast<unsigned char>(c))); }
 
-class HttpPromptLogprobsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
-                                      testing::TinyTokenizerConfigJson().dump());
-    auto chat = LoadChatTemplate(tokenizer_->config());
-    ASSERT_TRUE(chat.ok()) << chat.status();
-    chat_ = std::make_unique<ChatTemplate>(*chat);
-    HttpServerOptions options;
-    options.model_id = "tiny";
-    options.limits.vocab_size = 512;
-    options.max_prompt_tokens = 200;
-    running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(), nullptr,
-                                                 options);
-    ASSERT_NE(running_, nullptr);
-    client_ = running_->Client();
-  }
-
-  testing::FakeBackend backend_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<ChatTemplate> chat_;
-  std::unique_ptr<testing::RunningHttpServer> running_;
-  std::unique_ptr<httplib::Client> client_;
-};
+class HttpPromptLogprobsTest : public testing::TinyOpenAiServerTest {};
 
 TEST_F(HttpPromptLogprobsTest, AListOfPromptsGetsNChoicesEach) {
   const auto r =
@@ -90,7 +63,8 @@ TEST_F(HttpPromptLogprobsTest, AListOfPromptsGetsNChoicesEach) {
                             {{"prompt", {"ok", std::string(300, 'x')}}, {"max_tokens", 1}});
   EXPECT_EQ(bad.status, 413) << bad.body;
   EXPECT_EQ(bad.body["error"]["param"], "prompt[1]");
-  EXPECT_NE(bad.body["error"]["message"].get<std::string>().find("prompt[1] has 300 tokens"),
+  EXPECT_NE(bad.body["error"]["message"].get<std::string>().find(
+                "prompt[1] has 300 tokens; this server accepts at most 100"),
             std::string::npos)
       << bad.body;
 }

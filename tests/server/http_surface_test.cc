@@ -8,11 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/http_server.h"
-#include "tests/server/fake_backend.h"
-#include "tests/server/http_test_client.h"
-#include "tests/server/running_http_server.h"
-#include "tests/server/tiny_tokenizer.h"
+#include "tests/server/tiny_openai_server.h"
 
 namespace ridge {
 namespace {
@@ -21,30 +17,7 @@ using nlohmann::json;
 using testing::PostJson;
 using testing::PostStream;
 
-class HttpSurfaceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    tokenizer_ = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(),
-                                      testing::TinyTokenizerConfigJson().dump());
-    auto chat = LoadChatTemplate(tokenizer_->config());
-    ASSERT_TRUE(chat.ok()) << chat.status();
-    chat_ = std::make_unique<ChatTemplate>(*chat);
-    HttpServerOptions options;
-    options.model_id = "tiny";
-    options.limits.vocab_size = 512;
-    options.max_prompt_tokens = 100;
-    running_ = testing::RunningHttpServer::Start(&backend_, tokenizer_.get(), chat_.get(), nullptr,
-                                                 options);
-    ASSERT_NE(running_, nullptr);
-    client_ = running_->Client();
-  }
-
-  testing::FakeBackend backend_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<ChatTemplate> chat_;
-  std::unique_ptr<testing::RunningHttpServer> running_;
-  std::unique_ptr<httplib::Client> client_;
-};
+class HttpSurfaceTest : public testing::TinyOpenAiServerTest {};
 
 TEST_F(HttpSurfaceTest, NChoicesAreIndependentRequestsWithOffsetSeeds) {
   const auto r = PostJson(*client_, "/v1/chat/completions",
