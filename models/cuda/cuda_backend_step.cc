@@ -222,12 +222,7 @@ absl::Status CudaBackend::Impl::RunStep(std::span<const SlotChunk> chunks, Logit
     Host(kSeqRowBegin)[p] = static_cast<int32_t>(p);
     Host(kOutRow)[p] = static_cast<int32_t>(p);
   }
-  int64_t out = padded;  // the scored rows: each chunk's first rows, in order
-  for (size_t i = 0; i < picks.size() && scored_rows > 0; ++i) {
-    for (size_t r = 0; r < picks[i].score_next.size(); ++r) {
-      Host(kOutRow)[out++] = row_of[i] + static_cast<int32_t>(r);
-    }
-  }
+  if (scored_rows > 0) FillScoredOutRows(picks, row_of.data(), Host(kOutRow) + padded);
   int32_t chunk_index = 0;
   for (int64_t q = 0; q < prefill_count; ++q) {
     const SlotChunk& chunk = chunks[order[sequential_count + q]];

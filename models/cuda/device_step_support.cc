@@ -147,11 +147,21 @@ absl::Status UploadSamplingRows(std::span<const TokenPick> picks, int64_t rows, 
   return absl::OkStatus();
 }
 
+void FillScoredOutRows(std::span<const TokenPick> picks, const int32_t* first_rows,
+                       int32_t* out_rows) {
+  for (size_t i = 0; i < picks.size(); ++i) {
+    for (size_t r = 0; r < picks[i].score_next.size(); ++r) {
+      *out_rows++ = first_rows[i] + static_cast<int32_t>(r);
+    }
+  }
+}
+
 namespace {
 
 PickedToken FromDevice(const cuda::SampledToken& from, bool logprobs, int32_t top) {
   PickedToken to;
   to.token = from.token;
+  to.rank = from.rank;  // 0 but for scored rows
   if (!logprobs) return to;
   to.logprob = from.logprob;
   for (int32_t n = 0; n < top && from.top_tokens[n] >= 0; ++n) {
@@ -171,8 +181,7 @@ void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampl
     PickedToken& to = (*picked)[i];
     if (pick.sampler != nullptr) to = FromDevice(sampled[i], pick.logprobs, pick.top_logprobs);
     for (size_t r = 0; r < pick.score_next.size(); ++r) {
-      to.scored.push_back(FromDevice(sampled[scored_row], true, pick.score_top_logprobs));
-      to.scored.back().rank = sampled[scored_row++].rank;
+      to.scored.push_back(FromDevice(sampled[scored_row++], true, pick.score_top_logprobs));
     }
   }
 }

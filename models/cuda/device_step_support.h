@@ -86,6 +86,12 @@ absl::Status PickRowsOnHost(std::span<const TokenPick> picks, std::span<const si
                             cuda::PinnedBuffer& host_logits, cudaStream_t stream,
                             std::vector<PickedToken>* picked);
 
+// The step's scored rows as output rows, written to out_rows[0, ScoredRows(picks)): pick i's
+// score_next.size() first rows of its chunk, which begins at row first_rows[i], pick by pick
+// (the order BuildSamplingRows and CopyPicks take them in).
+void FillScoredOutRows(std::span<const TokenPick> picks, const int32_t* first_rows,
+                       int32_t* out_rows);
+
 // The device's picks as the caller's PickedTokens: sampled[i] is pick i's token, the last
 // ScoredRows(picks) of the step's `rows` output rows its scored rows (BuildSamplingRows).
 void CopyPicks(std::span<const TokenPick> picks, const cuda::SampledToken* sampled, int64_t rows,

@@ -246,14 +246,8 @@ void CudaHybridBackend::Impl::FillTable(std::span<const SlotChunk> chunks,
                  kv.empty() ? 0 : 1);
     host[t.row_count + i] = 0;
   }
-  if (t.all_rows) return;
-  int64_t out = t.seqs;  // the scored rows: each chunk's first rows, in order
-  for (size_t i = 0; i < picks.size(); ++i) {
-    const int32_t first = host[t.row_begin + i];
-    for (size_t r = 0; r < picks[i].score_next.size(); ++r) {
-      host[t.out_row + out++] = first + static_cast<int32_t>(r);
-    }
-  }
+  // The scored rows follow the sequences' last rows.
+  if (!t.all_rows) FillScoredOutRows(picks, host + t.row_begin, host + t.out_row + t.seqs);
 }
 
 absl::Status CudaHybridBackend::Impl::PrepareSampling(std::span<const TokenPick> picks,
