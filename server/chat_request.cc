@@ -4,22 +4,12 @@
 #include "base/json_nesting.h"
 #include "base/status_macros.h"
 #include "server/api_error.h"
+#include "server/request_json.h"
 
 namespace ridge {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-const json* Field(const json& object, const char* name) {
-  const auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string Describe(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
 
 absl::Status Invalid(const char* param, const std::string& message) {
   return WithParam(absl::InvalidArgumentError(message), param);
