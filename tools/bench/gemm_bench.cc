@@ -4,7 +4,9 @@
 // `--layers` copies of its weight in a CUDA graph, so weights stream from memory as in a model
 // step and launch cost is a graph's; "GB/s" counts weight bytes only. For up to kFewRowsMax rows
 // it also times the backend's own kernel for few rows (kernels/cuda/few_rows_gemm.h), with blocks
-// of 8 and of 16 columns.
+// of 8 and of 16 columns. The config's sizes may be overridden (--hidden, --inter, --proj,
+// --vocab): the 8B hybrid's products are --hidden 4096 --inter 12288 --proj 6144 --vocab 151936
+// (--proj: its attention layers' q/k/v) with --layers 18.
 //
 //   gemm_bench --config tools/bench/configs/mesanet-140m.json [--rows 1,16,64,256]
 //              [--layers N (default: the config's)] [--reps 30]
@@ -217,8 +219,9 @@ void Run(const Options& o) {
 }
 
 absl::Status Main(int argc, char** argv) {
-  ASSIGN_OR_RETURN(const CliArgs args,
-                   CliArgs::Parse(argc, argv, {"config", "rows", "layers", "reps"}));
+  ASSIGN_OR_RETURN(const CliArgs args, CliArgs::Parse(argc, argv,
+                                                      {"config", "rows", "layers", "reps", "hidden",
+                                                       "inter", "proj", "vocab"}));
   ASSIGN_OR_RETURN(const std::string config_path, args.String("config"));
   ASSIGN_OR_RETURN(const nlohmann::json json, ReadJsonFile(config_path));
   ASSIGN_OR_RETURN(const MesaNetConfig config, ParseMesaNetConfig(json));
@@ -229,6 +232,15 @@ absl::Status Main(int argc, char** argv) {
                            static_cast<int32_t>(config.head_dim), config.use_output_gate) +
            2 * config.num_heads;
   o.vocab = config.vocab_size;
+  ASSIGN_OR_RETURN(o.hidden, args.Int("hidden", o.hidden));
+  ASSIGN_OR_RETURN(o.inter, args.Int("inter", o.inter));
+  ASSIGN_OR_RETURN(o.proj, args.Int("proj", o.proj));
+  ASSIGN_OR_RETURN(o.vocab, args.Int("vocab", o.vocab));
+  for (const int64_t size : {o.hidden, o.inter, o.proj, o.vocab}) {
+    if (size < 1 || size > (int64_t{1} << 20)) {
+      return absl::InvalidArgumentError("--hidden, --inter, --proj and --vocab must be 1 to 2^20");
+    }
+  }
   ASSIGN_OR_RETURN(const int64_t layers, args.Int("layers", config.num_hidden_layers));
   ASSIGN_OR_RETURN(const int64_t reps, args.Int("reps", 30));
   ASSIGN_OR_RETURN(const auto rows, args.NumberList("rows", "1,16,64,256"));

@@ -19,6 +19,20 @@ import collections
 import csv
 
 
+def kernel_group(name):
+    """The kind of work a kernel (or copy) of a decode step does, from its name."""
+    kinds = [("attention", ("paged_attention", "MergeSplits")),
+             ("GKA recurrence", ("gka_recurrence", "GkaRecurrence")),
+             ("products (cuBLAS and few-rows)", ("nvjet", "cublas", "splitKreduce", "gemm",
+                                                 "Gemm", "sm90_xmma", "cutlass")),
+             ("token sampling", ("TokenSampling", "ArgmaxRows")),
+             ("copies", ("memcpy", "memset"))]
+    for kind, needles in kinds:
+        if any(n in name for n in needles):
+            return kind
+    return "row kernels (norms, RoPE, convolution, SwiGLU, embeddings)"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("csv")
@@ -48,6 +62,7 @@ def main():
     windows = []  # the idle time before each chosen step
     print("step  span_ms  busy_ms  idle_in_ms  idle_before_ms  kernels  gaps>5us  gaps>20us")
     names = collections.Counter()
+    calls = collections.Counter()
     for s in steps:
         span_start = s[0][0]
         span_end = max(r[1] for r in s)
@@ -64,13 +79,21 @@ def main():
         if s in chosen:
             for start, stop, name in s:
                 names[name[:90]] += stop - start
+                calls[name[:90]] += 1
             print(f"{steps.index(s):4d}  {(span_end - span_start) / 1e6:7.2f}  {busy / 1e6:7.2f}  "
                   f"{(span_end - span_start - busy) / 1e6:10.3f}  {idle_before:14.3f}  {len(s):7d}  "
                   f"{sum(g > 5e3 for g in gaps):8d}  {sum(g > 2e4 for g in gaps):9d}")
     total = sum(names.values())
     print(f"\nkernels by total time over the last {len(chosen)} steps ({total / 1e6:.2f} ms):")
     for name, ns in names.most_common(25):
-        print(f"  {ns / 1e6 / len(chosen):8.3f} ms/step  {name}")
+        print(f"  {ns / 1e6 / len(chosen):8.3f} ms/step  {calls[name] / len(chosen):5.0f} calls/step  "
+              f"{ns / 1e3 / calls[name]:8.1f} us/call  {name}")
+    groups = collections.Counter()
+    for name, ns in names.items():
+        groups[kernel_group(name)] += ns
+    print("\nby kind:")
+    for group, ns in groups.most_common():
+        print(f"  {ns / 1e6 / len(chosen):8.3f} ms/step  {group}")
     if args.api and windows:
         calls = collections.Counter()
         counts = collections.Counter()
