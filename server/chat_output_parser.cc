@@ -1,11 +1,8 @@
 #include "server/chat_output_parser.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
-#include <random>
 
-#include "absl/strings/ascii.h"
 #include "base/json_nesting.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/jinja/value.h"
@@ -30,15 +27,6 @@ bool AllSpace(std::string_view s) {
                      [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
 }
 
-std::string NewToolCallId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  char hex[25];
-  const uint64_t a = rng(), b = rng();
-  std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b & 0xffffffffULL));
-  return std::string("chatcmpl-tool-") + hex;
-}
-
 // JSON a model wrote, or null when it is not JSON or nests too deep (a model can write any depth).
 nlohmann::ordered_json ParseModelJson(const std::string& text) {
   if (JsonNestsDeeperThan(text, kMaxJsonInputNesting)) return nullptr;
@@ -47,12 +35,12 @@ nlohmann::ordered_json ParseModelJson(const std::string& text) {
 
 // A call as the model wrote it, {"name": "...", "arguments": {...} or "..."} (arguments may be
 // left out: "{}"), or none when `call` is not one.
-std::optional<ParsedToolCall> CallFrom(const nlohmann::ordered_json& call) {
+std::optional<ToolCallPiece> CallFrom(const nlohmann::ordered_json& call) {
   const bool valid = call.is_object() && call.contains("name") && call["name"].is_string() &&
                      (!call.contains("arguments") || call["arguments"].is_object() ||
                       call["arguments"].is_string());
   if (!valid) return std::nullopt;
-  ParsedToolCall parsed;
+  ToolCallPiece parsed;
   parsed.id = NewToolCallId();
   parsed.name = call["name"].get<std::string>();
   if (!call.contains("arguments")) {
@@ -69,6 +57,20 @@ std::optional<ParsedToolCall> CallFrom(const nlohmann::ordered_json& call) {
 }
 
 }  // namespace
+
+void AppendChatDelta(ChatDelta& all, ChatDelta more) {
+  all.content += more.content;
+  all.reasoning += more.reasoning;
+  for (ToolCallPiece& piece : more.tool_calls) {
+    if (piece.opens_call()) {
+      all.tool_calls.push_back(std::move(piece));
+      continue;
+    }
+    for (ToolCallPiece& call : all.tool_calls) {
+      if (call.index == piece.index) call.arguments += piece.arguments;
+    }
+  }
+}
 
 ChatDelta ChatOutputParser::Add(std::string_view text) {
   ChatDelta out;
@@ -129,11 +131,15 @@ void ChatOutputParser::AddContent(std::string_view text, bool final, ChatDelta* 
     out->content.append(text);
     return;
   }
-  tool_buffer_.append(text);
-  if (whole_content_is_calls()) {
-    if (final) EmitWholeContent(out);
+  if (forced_call()) {
+    AddForcedArguments(text, final, out);
     return;
   }
+  if (options_.required_calls) {
+    AddRequiredCalls(text, final, out);
+    return;
+  }
+  tool_buffer_.append(text);
   while (true) {
     if (tool_state_ == ToolState::kText) {
       const size_t open = tool_buffer_.find(kCallOpen);
@@ -170,43 +176,56 @@ void ChatOutputParser::EmitText(std::string text, ChatDelta* out) {
 }
 
 void ChatOutputParser::EmitCall(const std::string& body, bool closed, ChatDelta* out) {
-  std::optional<ParsedToolCall> call = CallFrom(ParseModelJson(body));
+  std::optional<ToolCallPiece> call = CallFrom(ParseModelJson(body));
   if (!call) {  // not a call we understand: the client gets the text as the model wrote it
     EmitText(std::string(kCallOpen) + body + (closed ? std::string(kCallClose) : ""), out);
     return;
   }
+  call->index = tool_calls_emitted_;
   out->tool_calls.push_back(*std::move(call));
   ++tool_calls_emitted_;
 }
 
-void ChatOutputParser::EmitWholeContent(ChatDelta* out) {
-  std::string text = std::move(tool_buffer_);
-  tool_buffer_.clear();
-  if (forced_call()) {  // the arguments, or (cut short by max_tokens or a stop string) content
-    if (!ParseModelJson(text).is_object()) {
-      out->content += text;
-      return;
-    }
-    // Without the white space around it (after a reasoning model's "</think>", say).
+// White space before the arguments is dropped, and a run of it is held back until more follows
+// (white space after them is dropped too: after a reasoning model's "</think>", say).
+void ChatOutputParser::AddForcedArguments(std::string_view text, bool final, ChatDelta* out) {
+  if (final) {
+    held_space_.clear();
+    return;
+  }
+  std::string pending = std::move(held_space_);
+  held_space_.clear();
+  pending.append(text);
+  if (tool_calls_emitted_ == 0) {
+    const size_t first = pending.find_first_not_of(" \t\r\n");
+    pending.erase(0, first == std::string::npos ? pending.size() : first);
+  }
+  const size_t last = pending.find_last_not_of(" \t\r\n");
+  if (last == std::string::npos) {
+    held_space_ = std::move(pending);
+    return;
+  }
+  held_space_ = pending.substr(last + 1);
+  pending.resize(last + 1);
+  if (tool_calls_emitted_ == 0) {
     out->tool_calls.push_back(
-        {NewToolCallId(), options_.forced_function, std::string(absl::StripAsciiWhitespace(text))});
+        {.index = 0, .id = NewToolCallId(), .name = options_.forced_function});
     ++tool_calls_emitted_;
-    return;
   }
-  // Required calls: all of them, or (cut short, or not calls) none and the text as content.
-  const nlohmann::ordered_json list = ParseModelJson(text);
-  std::vector<ParsedToolCall> calls;
-  for (const auto& item : list.is_array() ? list : nlohmann::ordered_json::array()) {
-    std::optional<ParsedToolCall> call = CallFrom(item);
-    if (!call) break;
-    calls.push_back(*std::move(call));
+  AppendArguments(out->tool_calls, 0, pending);
+}
+
+// The calls as the list streams; a list that named no call by its end is content.
+void ChatOutputParser::AddRequiredCalls(std::string_view text, bool final, ChatDelta* out) {
+  if (call_list_.calls() == 0) tool_buffer_.append(text);
+  call_list_.Add(text, &out->tool_calls);
+  tool_calls_emitted_ = call_list_.calls();
+  if (tool_calls_emitted_ > 0) {
+    tool_buffer_.clear();
+  } else if (final) {
+    out->content += tool_buffer_;
+    tool_buffer_.clear();
   }
-  if (calls.empty() || calls.size() != list.size()) {
-    out->content += text;
-    return;
-  }
-  tool_calls_emitted_ += static_cast<int>(calls.size());
-  for (ParsedToolCall& call : calls) out->tool_calls.push_back(std::move(call));
 }
 
 }  // namespace ridge

@@ -9,16 +9,23 @@
 // generation stops inside it). The tags are dropped; the text after "</think>" is content, as
 // vLLM leaves it.
 // Tool calls: each complete block whose JSON is an object with a string "name" becomes a call
-// (arguments: the object or string given, as JSON text); a block that is not valid JSON is
-// returned as plain content, tags included, never an error. Whitespace-only text between and
-// after calls is dropped. With a forced function (a named tool_choice, whose output is
-// constrained to its arguments) the whole content is one call's arguments, as vLLM gives them;
-// with required calls (tool_choice "required") it is a JSON list of calls.
+// (arguments: the object or string given, as JSON text), in one piece when its block closes; a
+// block that is not valid JSON is returned as plain content, tags included, never an error.
+// Whitespace-only text between and after calls is dropped. With a forced function (a named
+// tool_choice, whose output is constrained to its arguments) the whole content is one call's
+// arguments, as vLLM gives them; with required calls (tool_choice "required") it is a JSON list
+// of calls. Those calls stream as they are generated, as OpenAI and vLLM stream them: a call's
+// first piece names it as soon as its name is complete, every later piece carries more of its
+// arguments' text (as generated, white space included, none around it); a call cut short
+// (max_tokens, a stop string) keeps the arguments it has. A required list cut short before any
+// call was named is content, as the text it is.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "server/tool_call_stream.h"
 
 namespace ridge {
 
@@ -26,18 +33,16 @@ namespace ridge {
 inline constexpr std::string_view kReasoningOpen = "<think>";
 inline constexpr std::string_view kReasoningClose = "</think>";
 
-struct ParsedToolCall {
-  std::string id;  // "chatcmpl-tool-" + 24 hex digits
-  std::string name;
-  std::string arguments;  // JSON text
-};
-
 struct ChatDelta {
   std::string content;
   std::string reasoning;
-  std::vector<ParsedToolCall> tool_calls;
+  std::vector<ToolCallPiece> tool_calls;  // in order; a call's pieces after its opening one
   bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
 };
+
+// Appends `more` to `all` with each call's pieces joined: all.tool_calls then holds whole calls
+// (so far), one per index.
+void AppendChatDelta(ChatDelta& all, ChatDelta more);
 
 class ChatOutputParser {
  public:
@@ -45,10 +50,10 @@ class ChatOutputParser {
     bool reasoning = false;   // --reasoning-parser qwen3
     bool tool_calls = false;  // the request has tools and tool_choice is not "none"
     // A named tool_choice: the content is that function's arguments (the output was constrained
-    // to them), one call given whole at the end (or as content if it was cut short).
+    // to them), one call streamed as they come.
     std::string forced_function = {};
     // tool_choice "required": the content is a list of {"name", "arguments"} calls (the output
-    // was constrained to one), given whole at the end (or as content if it was cut short).
+    // was constrained to one), each streamed as it comes.
     bool required_calls = false;
   };
   explicit ChatOutputParser(Options options) : options_(options) {}
@@ -58,7 +63,6 @@ class ChatOutputParser {
 
   int tool_calls_emitted() const { return tool_calls_emitted_; }
   bool forced_call() const { return !options_.forced_function.empty(); }
-  bool whole_content_is_calls() const { return forced_call() || options_.required_calls; }
 
  private:
   enum class ReasoningState { kUndecided, kReasoning, kContent };
@@ -67,13 +71,17 @@ class ChatOutputParser {
   void AddContent(std::string_view text, bool final, ChatDelta* out);
   void EmitText(std::string text, ChatDelta* out);
   void EmitCall(const std::string& body, bool closed, ChatDelta* out);
-  void EmitWholeContent(ChatDelta* out);
+  void AddForcedArguments(std::string_view text, bool final, ChatDelta* out);
+  void AddRequiredCalls(std::string_view text, bool final, ChatDelta* out);
 
   Options options_;
   ReasoningState reasoning_state_ = ReasoningState::kUndecided;
   std::string reasoning_buffer_;  // undecided start, or a possible "</think>" prefix
   ToolState tool_state_ = ToolState::kText;
-  std::string tool_buffer_;  // a possible "<tool_call>" prefix, a call's body, forced arguments
+  // A possible "<tool_call>" prefix or a call's body; with required calls, all the text so far.
+  std::string tool_buffer_;
+  std::string held_space_;  // a forced call's white space not yet known to be inside it
+  CallListStream call_list_;
   int tool_calls_emitted_ = 0;
 };
 

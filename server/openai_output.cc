@@ -17,12 +17,6 @@ void Append(OutputDelta& all, OutputDelta delta) {
                       std::make_move_iterator(delta.logprobs.end()));
 }
 
-void AppendChat(ChatDelta& all, ChatDelta delta) {
-  all.content += delta.content;
-  all.reasoning += delta.reasoning;
-  for (ParsedToolCall& call : delta.tool_calls) all.tool_calls.push_back(std::move(call));
-}
-
 // "stop" becomes "tool_calls" when the model chose to call tools, as OpenAI reports it (a call
 // a named tool_choice forced stays "stop", as OpenAI and vLLM report that).
 std::string FinishReasonWithTools(const Choice& choice) {
@@ -113,7 +107,7 @@ json ChoiceSet::UnaryBody() {
     json one;
     if (c->parser) {
       ChatDelta parsed = c->parser->Add(c->all.text);
-      AppendChat(parsed, c->parser->Finish());
+      AppendChatDelta(parsed, c->parser->Finish());
       one = c->builder.Full(c->all, FinishReasonWithTools(*c), nullptr, &parsed, &c->prompt);
     } else {
       one = c->builder.Full(c->all, c->collector.finish_reason(), nullptr, nullptr, &c->prompt);
@@ -155,7 +149,7 @@ std::string ChoiceSet::StreamBytes(const std::vector<RequestEvent>& events) {
     if (c->parser) {
       ChatDelta parsed = c->parser->Add(delta.text);
       if (c->collector.finished() && c->collector.status().ok()) {
-        AppendChat(parsed, c->parser->Finish());
+        AppendChatDelta(parsed, c->parser->Finish());
       }
       if (!parsed.empty() || tokens) out += SseEvent(c->builder.Chunk(delta, &parsed));
     } else if (!delta.text.empty() || tokens) {

@@ -23,7 +23,7 @@ json Bytes(const std::string& text) {
   return bytes;
 }
 
-json ToolCallJson(const ParsedToolCall& call) {
+json ToolCallJson(const ToolCallPiece& call) {
   return {{"id", call.id},
           {"type", "function"},
           {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
@@ -166,9 +166,13 @@ json ResponseBuilder::Chunk(const OutputDelta& delta, const ChatDelta* parsed,
       if (!parsed->reasoning.empty()) d["reasoning_content"] = parsed->reasoning;
       if (!parsed->tool_calls.empty()) {
         json calls = json::array();
-        for (const ParsedToolCall& call : parsed->tool_calls) {
-          json item = {{"index", tool_call_index_++}};
-          item.update(ToolCallJson(call));
+        for (const ToolCallPiece& piece : parsed->tool_calls) {
+          json item = {{"index", piece.index}};
+          if (piece.opens_call()) {
+            item.update(ToolCallJson(piece));
+          } else {
+            item["function"] = {{"arguments", piece.arguments}};
+          }
           calls.push_back(std::move(item));
         }
         d["tool_calls"] = std::move(calls);
@@ -226,7 +230,7 @@ json ResponseBuilder::Full(const OutputDelta& all, const std::string& finish_rea
     }
     if (!parsed->tool_calls.empty()) {
       json calls = json::array();
-      for (const ParsedToolCall& call : parsed->tool_calls) calls.push_back(ToolCallJson(call));
+      for (const ToolCallPiece& call : parsed->tool_calls) calls.push_back(ToolCallJson(call));
       message["tool_calls"] = std::move(calls);
     }
     choice["message"] = std::move(message);

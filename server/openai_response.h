@@ -86,7 +86,6 @@ class ResponseBuilder {
 
   Options options_;
   bool role_sent_ = false;
-  int tool_call_index_ = 0;  // streams: the index of the next tool call
   int64_t text_offset_ = 0;  // completions logprobs: text_offset of the next token
 };
 

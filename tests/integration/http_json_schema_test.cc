@@ -182,7 +182,8 @@ TEST_F(HttpJsonSchemaTest, AnAnyOfOfObjectsGivesOneOfThemWhole) {
 }
 
 // A named tool_choice constrains the output to its function's parameters: every finished choice
-// is one call to it whose arguments have the schema's shape (unary and streamed).
+// is one call to it whose arguments have the schema's shape (unary, and streamed in pieces that
+// join to it).
 TEST_F(HttpJsonSchemaTest, ANamedToolChoiceWritesTheFunctionsArguments) {
   for (const bool stream : {false, true}) {
     SCOPED_TRACE(stream ? "streamed" : "unary");
@@ -198,8 +199,18 @@ TEST_F(HttpJsonSchemaTest, ANamedToolChoiceWritesTheFunctionsArguments) {
       for (const json& chunk : s.chunks) {
         for (const json& c : chunk.value("choices", json::array())) {
           const json delta = c.value("delta", json::object());
-          for (const json& call : delta.value("tool_calls", json::array())) {
-            calls[c.at("index")].push_back(call);
+          // A call streams in pieces: the first names it, later ones add to its arguments.
+          for (const json& piece : delta.value("tool_calls", json::array())) {
+            json& list = calls[c.at("index")];
+            if (piece.contains("id")) {
+              list.push_back(piece);
+              continue;
+            }
+            ASSERT_FALSE(list.empty()) << "arguments before their call was opened: " << piece;
+            json& call = list.back();
+            ASSERT_EQ(call["index"], piece["index"]);
+            call["function"]["arguments"] = call["function"]["arguments"].get<std::string>() +
+                                            piece["function"]["arguments"].get<std::string>();
           }
           if (c.value("finish_reason", json()).is_string())
             finish[c.at("index")] = c["finish_reason"];

@@ -129,6 +129,23 @@ def run_checks(client, port):
         check(call.type == "function" and isinstance(json.loads(call.function.arguments), dict),
               "a parsed tool call is not a function call with JSON arguments")
 
+    # A named tool_choice streams its call as the arguments are generated: the first piece names
+    # it, later ones add text, and the joined pieces are the unary reply's arguments.
+    named = dict(model="tiny", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                 tools=[WEATHER], max_tokens=24, temperature=0,
+                 tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    unary = client.chat.completions.create(**named).choices[0].message.tool_calls
+    check(unary is not None and len(unary) == 1 and unary[0].function.name == "get_weather",
+          "named tool_choice: not one call to get_weather")
+    pieces = [call for chunk in client.chat.completions.create(stream=True, **named)
+              if chunk.choices for call in (chunk.choices[0].delta.tool_calls or [])]
+    check(len(pieces) >= 1 and pieces[0].id.startswith("chatcmpl-tool-") and
+          pieces[0].function.name == "get_weather" and all(p.index == 0 for p in pieces) and
+          all(p.id is None for p in pieces[1:]),
+          "named tool_choice streamed: not one call opened by its first piece")
+    check("".join(p.function.arguments or "" for p in pieces) == unary[0].function.arguments,
+          "named tool_choice streamed: the pieces do not join to the unary arguments")
+
     # The assistant's tool call and the tool's result sent back; a final answer comes.
     final = client.chat.completions.create(model="tiny", max_tokens=8, tools=[WEATHER], messages=[
         {"role": "user", "content": "Weather in Paris?"},

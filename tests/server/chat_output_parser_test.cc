@@ -14,13 +14,8 @@ namespace {
 ChatDelta Collect(ChatOutputParser::Options options, const std::vector<std::string>& pieces) {
   ChatOutputParser parser(options);
   ChatDelta all;
-  auto merge = [&all](ChatDelta d) {
-    all.content += d.content;
-    all.reasoning += d.reasoning;
-    for (auto& c : d.tool_calls) all.tool_calls.push_back(std::move(c));
-  };
-  for (const std::string& p : pieces) merge(parser.Add(p));
-  merge(parser.Finish());
+  for (const std::string& p : pieces) AppendChatDelta(all, parser.Add(p));
+  AppendChatDelta(all, parser.Finish());
   return all;
 }
 
@@ -106,51 +101,98 @@ TEST(ChatOutputParserTest, MalformedCallsStayContent) {
   ExpectSplitInvariant(tools, bad + " tail");
 }
 
-// A named tool_choice: the output was constrained to the function's arguments, which become one
-// call, given whole at the end (nothing before: a piece could still be cut short).
-TEST(ChatOutputParserTest, AForcedFunctionTakesTheWholeContent) {
+// A named tool_choice: the output was constrained to the function's arguments, which stream as
+// one call: its first piece names it as soon as the arguments begin, later ones carry more text.
+TEST(ChatOutputParserTest, AForcedFunctionStreamsItsArguments) {
   const ChatOutputParser::Options forced{
       .reasoning = true, .tool_calls = true, .forced_function = "get_weather"};
   ChatOutputParser parser(forced);
-  EXPECT_TRUE(parser.Add("{\"city\": ").empty());
-  EXPECT_TRUE(parser.Add("\"Paris\"}").empty());
-  const ChatDelta d = parser.Finish();
-  EXPECT_EQ(d.content, "");
+  EXPECT_TRUE(parser.Add("\n ").empty());  // white space before the arguments: nothing yet
+  ChatDelta d = parser.Add("{\"city\": ");
   ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].index, 0);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city": "Paris"})");
   EXPECT_EQ(d.tool_calls[0].id.substr(0, 14), "chatcmpl-tool-");
-  EXPECT_TRUE(parser.forced_call());
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"city\":");  // the space waits for what follows
   EXPECT_EQ(parser.tool_calls_emitted(), 1);
+  d = parser.Add("\"Paris\"}");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_FALSE(d.tool_calls[0].opens_call());
+  EXPECT_EQ(d.tool_calls[0].index, 0);
+  EXPECT_EQ(d.tool_calls[0].arguments, " \"Paris\"}");
+  EXPECT_TRUE(parser.Add("\n").empty());
+  EXPECT_TRUE(parser.Finish().empty());  // white space after the arguments is dropped
+  EXPECT_TRUE(parser.forced_call());
+
+  const ChatDelta whole = Collect(forced, {"<think>hm</think>\n\n{\"city\": \"Paris\"}\n"});
+  EXPECT_EQ(whole.reasoning, "hm");
+  EXPECT_EQ(whole.content, "");
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].arguments, R"({"city": "Paris"})");
   // Text that looks like a Hermes block is still the arguments.
   ExpectSplitInvariant(forced, "{\"a\": \"<tool_call>\"}");
-  // Cut short (max_tokens, a stop string): not a call, the text as content.
+  ExpectSplitInvariant(forced, " {\"a\":  \"x y\" }  ");
+  // Cut short (max_tokens, a stop string): the call keeps the arguments it has.
   const ChatDelta cut = Collect(forced, {"{\"city\": \"Par"});
-  EXPECT_TRUE(cut.tool_calls.empty());
-  EXPECT_EQ(cut.content, "{\"city\": \"Par");
+  ASSERT_EQ(cut.tool_calls.size(), 1u);
+  EXPECT_EQ(cut.tool_calls[0].arguments, "{\"city\": \"Par");
+  EXPECT_EQ(cut.content, "");
+  EXPECT_TRUE(Collect(forced, {"  "}).tool_calls.empty());
 }
 
-// tool_choice "required": the output was constrained to a list of calls, each becoming one; a
-// list cut short (max_tokens) is content, as the text it is.
-TEST(ChatOutputParserTest, RequiredCallsAreTheWholeList) {
+// tool_choice "required": the output was constrained to a list of calls, each streaming as one
+// (opened when its name is complete); a list cut short before any name is content.
+TEST(ChatOutputParserTest, RequiredCallsStreamOneByOne) {
   const ChatOutputParser::Options required{.tool_calls = true, .required_calls = true};
   const std::string list =
-      R"([{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "now", )"
-      R"("arguments": {}}])";
+      R"([{"name": "get_weather", "arguments": {"city": "Paris", "note": "a \"}\" b"}}, )"
+      R"({"name": "now", "arguments": {}}, {"name": "bare"}])";
   ChatDelta d = Collect(required, {list});
   EXPECT_EQ(d.content, "");
-  ASSERT_EQ(d.tool_calls.size(), 2u);
+  ASSERT_EQ(d.tool_calls.size(), 3u);
+  EXPECT_EQ(d.tool_calls[0].index, 0);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city": "Paris", "note": "a \"}\" b"})");
+  EXPECT_EQ(d.tool_calls[1].index, 1);
   EXPECT_EQ(d.tool_calls[1].name, "now");
   EXPECT_EQ(d.tool_calls[1].arguments, "{}");
+  EXPECT_EQ(d.tool_calls[2].name, "bare");
+  EXPECT_EQ(d.tool_calls[2].arguments, "{}");
+  EXPECT_NE(d.tool_calls[0].id, d.tool_calls[1].id);
   ExpectSplitInvariant(required, list);
-  const std::string cut = list.substr(0, 30);
-  d = Collect(required, {cut});
+
+  ChatOutputParser parser(required);
+  EXPECT_TRUE(parser.Add(R"([{"name": "get_wea)").empty());
+  d = parser.Add(R"(ther", "arguments": {"ci)");
+  ASSERT_EQ(d.tool_calls.size(), 1u);  // opened by its name, with the arguments so far
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"ci");
+  EXPECT_EQ(parser.tool_calls_emitted(), 1);
+  d = parser.Add(R"(ty": "Paris"}}, {"name": "now")");
+  ASSERT_EQ(d.tool_calls.size(), 2u);  // the first one's rest, then the second opened
+  EXPECT_FALSE(d.tool_calls[0].opens_call());
+  EXPECT_EQ(d.tool_calls[0].index, 0);
+  EXPECT_EQ(d.tool_calls[0].arguments, R"(ty": "Paris"})");
+  EXPECT_EQ(d.tool_calls[1].index, 1);
+  EXPECT_EQ(d.tool_calls[1].name, "now");
+  d = parser.Add("}]");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "{}");
+  EXPECT_TRUE(parser.Finish().empty());
+
+  // Arguments before the name wait for it; names and keys with escapes are decoded.
+  d = Collect(required, {R"([{"arguments": {"x": [1, {"y": 2}]}, "n\u0061me": "f\"g"}])"});
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "f\"g");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"x": [1, {"y": 2}]})");
+  // Cut short inside a call: the calls so far, the last one's arguments cut.
+  d = Collect(required, {list.substr(0, list.find("Paris") + 3)});
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"city": "Par)");
+  // Cut short before any name: the text as content.
+  d = Collect(required, {R"([{"name": "get)"});
   EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, cut);
-  d = Collect(required, {R"([{"name": "f", "arguments": {}}, 1])"});  // not all calls
-  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, R"([{"name": "get)");
 }
 
 }  // namespace

@@ -153,16 +153,29 @@ TEST_F(HttpChatTest, ANamedToolChoiceConstrainsTheOutputToItsArguments) {
   body["stream"] = true;
   const auto s = PostStream(*client_, "/v1/chat/completions", body);
   ASSERT_EQ(s.status, 200) << s.raw;
-  json calls = json::array();
+  // Streamed as generated: the first piece names the call, the rest add to its arguments.
+  json pieces = json::array();
   for (const json& chunk : s.chunks) {
     const json& delta = chunk["choices"][0]["delta"];
     if (delta.contains("tool_calls")) {
-      for (const json& c : delta["tool_calls"]) calls.push_back(c);
+      for (const json& c : delta["tool_calls"]) pieces.push_back(c);
     }
   }
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
-  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris"})");
+  ASSERT_GT(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0]["index"], 0);
+  EXPECT_EQ(pieces[0]["type"], "function");
+  EXPECT_EQ(pieces[0]["id"].get<std::string>().substr(0, 14), "chatcmpl-tool-");
+  EXPECT_EQ(pieces[0]["function"]["name"], "get_weather");
+  std::string arguments;
+  for (const json& piece : pieces) {
+    EXPECT_EQ(piece["index"], 0);
+    if (&piece != &pieces[0]) {
+      EXPECT_FALSE(piece.contains("id"));
+      EXPECT_FALSE(piece["function"].contains("name"));
+    }
+    arguments += piece["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(arguments, R"({"city": "Paris"})");
   EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "stop");
 
   // Parameters the constraint cannot take: not constrained (best effort, as OpenAI treats a
@@ -203,6 +216,28 @@ TEST_F(HttpChatTest, RequiredToolChoiceConstrainsTheOutputToCalls) {
   ASSERT_NE(backend_.last_request.sampling.json_schema, nullptr);
   EXPECT_EQ(backend_.last_request.sampling.json_schema->node(0).kind, JsonSchema::Kind::kArray);
   ExpectTheWeatherCall(r.body["choices"][0], "tool_calls");
+
+  // Streamed: the call opens once its name is complete, its arguments follow piece by piece.
+  body["stream"] = true;
+  const auto s = PostStream(*client_, "/v1/chat/completions", body);
+  ASSERT_EQ(s.status, 200) << s.raw;
+  std::string arguments;
+  int opened = 0;
+  for (const json& chunk : s.chunks) {
+    const json& delta = chunk["choices"][0]["delta"];
+    if (!delta.contains("tool_calls")) continue;
+    for (const json& piece : delta["tool_calls"]) {
+      EXPECT_EQ(piece["index"], 0);
+      if (piece.contains("id")) {
+        ++opened;
+        EXPECT_EQ(piece["function"]["name"], "get_weather");
+      }
+      arguments += piece["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(s.chunks.back()["choices"][0]["finish_reason"], "tool_calls");
 }
 
 TEST_F(HttpChatTest, ToolResultsAndThinkingSwitchReachTheTemplate) {
