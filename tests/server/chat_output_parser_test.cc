@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,20 @@ namespace {
 ChatDelta Collect(ChatOutputParser::Options options, const std::vector<std::string>& pieces) {
   ChatOutputParser parser(options);
   ChatDelta all;
-  for (const std::string& p : pieces) AppendChatDelta(all, parser.Add(p));
-  AppendChatDelta(all, parser.Finish());
+  int opened = 0;  // calls opened so far: a later piece continues one of them
+  auto take = [&](ChatDelta d) {
+    for (const ToolCallPiece& piece : d.tool_calls) {
+      if (piece.opens_call()) {
+        EXPECT_EQ(piece.index, opened++) << "calls must open in index order";
+      } else {
+        EXPECT_LT(piece.index, opened) << "a piece of a call not opened yet";
+      }
+    }
+    AppendChatDelta(all, std::move(d));
+  };
+  for (const std::string& p : pieces) take(parser.Add(p));
+  take(parser.Finish());
+  EXPECT_EQ(parser.tool_calls_emitted(), opened);
   return all;
 }
 
@@ -193,6 +206,33 @@ TEST(ChatOutputParserTest, RequiredCallsStreamOneByOne) {
   d = Collect(required, {R"([{"name": "get)"});
   EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_EQ(d.content, R"([{"name": "get)");
+}
+
+// Random text built of the pieces the parser looks for: every split gives the same reply, and
+// every piece continues a call opened before it (checked in Collect), whatever the options.
+TEST(ChatOutputParserTest, RandomTextSplitsAlike) {
+  const std::vector<std::string> atoms = {"[",       "]",           "{",
+                                          "}",       "\"",          "\\",
+                                          ":",       ",",           " ",
+                                          "\n",      "a",           "1",
+                                          "null",    "\"name\"",    "\"arguments\"",
+                                          "\"f\"",   "<tool_call>", "</tool_call>",
+                                          "<think>", "</think>",    "<tool_"};
+  const std::vector<ChatOutputParser::Options> options = {
+      {.tool_calls = true},
+      {.reasoning = true, .tool_calls = true},
+      {.tool_calls = true, .forced_function = "f"},
+      {.reasoning = true, .tool_calls = true, .forced_function = "f"},
+      {.tool_calls = true, .required_calls = true},
+      {.reasoning = true, .tool_calls = true, .required_calls = true}};
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = round % 4 < 2 ? "[{\"name\": \"f\", \"arguments\": " : "";
+    const int atoms_count = 1 + static_cast<int>(rng() % 24);
+    for (int i = 0; i < atoms_count; ++i) text += atoms[rng() % atoms.size()];
+    SCOPED_TRACE(text);
+    ExpectSplitInvariant(options[round % options.size()], text);
+  }
 }
 
 }  // namespace
