@@ -393,6 +393,25 @@ TEST_F(GrpcServerTest, ExampleClient) {
   std::tie(rc, out) = RunCommand(client + " --prompt-ids 1,2 --top-p 7");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("top_p"), std::string::npos) << out;
+
+  // Log-probabilities: the prompt's tokens after the first with ranks and alternatives, then
+  // each generated token's with its alternatives, streamed or not.
+  for (const char* mode : {"", " --stream"}) {
+    std::tie(rc, out) =
+        RunCommand(client + " --prompt-ids 5,6,7 --max-tokens 2 --temperature 0 --ignore-eos" +
+                   " --logprobs --top-logprobs 2 --prompt-logprobs 1" + mode);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("prompt logprobs"), std::string::npos) << out;
+    EXPECT_NE(out.find("prompt token 1: id 6 logprob "), std::string::npos) << out;
+    EXPECT_NE(out.find("prompt token 2: id 7 logprob "), std::string::npos) << out;
+    EXPECT_EQ(out.find("prompt token 3:"), std::string::npos) << out;
+    EXPECT_NE(out.find(" rank "), std::string::npos) << out;
+    EXPECT_NE(out.find("token 1: id "), std::string::npos) << out;
+    EXPECT_EQ(out.find("token 2: id "), out.find("prompt token 2: id ") + 7) << out;
+  }
+  std::tie(rc, out) = RunCommand(client + " --prompt-ids 1,2 --prompt-logprobs 21");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("prompt_logprobs"), std::string::npos) << out;
 }
 
 TEST_F(GrpcServerTest, ServerReflectionListsTheService) {

@@ -5,7 +5,8 @@
 //   ridge_grpc_client --address 127.0.0.1:9000 --info
 //
 // Prints the generated text (or token ids when the server has no tokenizer) as it arrives, then
-// the finish reason and usage on stderr.
+// the finish reason and usage on stderr, and the log-probabilities asked for (--logprobs,
+// --top-logprobs, --prompt-logprobs) on stderr, one token a line.
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
@@ -37,6 +38,12 @@ constexpr char kUsage[] =
   --temperature T           0 = greedy (default 1)
   --top-p P, --top-k K, --min-p P, --seed S
   --stop STRING             stop before this string (one)
+  --stop-token-ids 1,2      stop when one of these ids is sampled
+  --ignore-eos              keep generating after the end-of-sequence token
+  --logprobs                print each generated token's log-probability (stderr)
+  --top-logprobs N          and its N most likely alternatives (0 to 20)
+  --prompt-logprobs N       score the prompt: each token after the first with its
+                            log-probability, rank and N alternatives (no cached prefix)
   --solver-tolerance T      CG tolerance for this request
   --solver-max-iterations M CG iteration cap for this request
   --cache-salt SALT         share cached prefixes only with requests of this salt
@@ -89,6 +96,26 @@ void PrintFinal(const v1::GenerateResponse& last) {
   PrintSolver("decode", u.decode());
 }
 
+void PrintTokenLogprob(const char* what, int position, const v1::TokenLogprob& lp) {
+  std::fprintf(stderr, "  %s %d: id %d logprob %.6f", what, position, lp.token_id(), lp.logprob());
+  if (lp.rank() > 0) std::fprintf(stderr, " rank %d", lp.rank());
+  for (const v1::TopLogprob& top : lp.top()) {
+    std::fprintf(stderr, " | %d %.6f", top.token_id(), top.logprob());
+  }
+  std::fprintf(stderr, "\n");
+}
+
+// The prompt's scores (from its second token) and the generated tokens' log-probabilities.
+void PrintLogprobs(const v1::GenerateResponse& r) {
+  if (r.prompt_logprobs_size() > 0)
+    std::fprintf(stderr, "prompt logprobs (id logprob rank | top):\n");
+  for (int i = 0; i < r.prompt_logprobs_size(); ++i) {
+    PrintTokenLogprob("prompt token", i + 1, r.prompt_logprobs(i));
+  }
+  if (r.logprobs_size() > 0) std::fprintf(stderr, "logprobs (id logprob | top):\n");
+  for (int i = 0; i < r.logprobs_size(); ++i) PrintTokenLogprob("token", i, r.logprobs(i));
+}
+
 // Text when the server sent any, else the ids.
 void PrintDelta(const v1::GenerateResponse& r, bool have_text) {
   if (have_text) {
@@ -119,6 +146,11 @@ absl::Status Run(int argc, char** argv) {
                                                  "min-p",
                                                  "seed",
                                                  "stop",
+                                                 "stop-token-ids",
+                                                 "ignore-eos",
+                                                 "logprobs",
+                                                 "top-logprobs",
+                                                 "prompt-logprobs",
                                                  "solver-tolerance",
                                                  "solver-max-iterations",
                                                  "timeout",
@@ -133,7 +165,8 @@ absl::Status Run(int argc, char** argv) {
                                                  "load-session",
                                                  "delete-session",
                                                  "help"},
-                                                {"info", "stream", "sessions", "help"}));
+                                                {"info", "stream", "sessions", "help", "ignore-eos",
+                                                 "logprobs"}));
   if (args.Has("help")) {
     std::fputs(kUsage, stdout);
     return absl::OkStatus();
@@ -234,6 +267,18 @@ absl::Status Run(int argc, char** argv) {
     s->set_seed(static_cast<uint64_t>(seed));
   }
   if (args.Has("stop")) s->add_stop(args.StringOr("stop", ""));
+  if (args.Has("stop-token-ids")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, args.IdList("stop-token-ids"));
+    s->mutable_stop_token_ids()->Assign(ids.begin(), ids.end());
+  }
+  s->set_ignore_eos(args.Has("ignore-eos"));
+  s->set_logprobs(args.Has("logprobs"));
+  ASSIGN_OR_RETURN(const int64_t top_logprobs, args.Int("top-logprobs", 0));
+  s->set_top_logprobs(static_cast<int32_t>(top_logprobs));  // the server checks the range
+  if (args.Has("prompt-logprobs")) {
+    ASSIGN_OR_RETURN(const int64_t n, args.Int("prompt-logprobs", 0));
+    request.set_prompt_logprobs(static_cast<int32_t>(n));
+  }
   if (args.Has("solver-tolerance")) {
     ASSIGN_OR_RETURN(const double tol, args.Double("solver-tolerance", 0));
     request.mutable_solver()->set_tolerance(static_cast<float>(tol));
@@ -251,18 +296,25 @@ absl::Status Run(int argc, char** argv) {
     auto reader = stub->GenerateStream(&context, request);
     v1::GenerateResponse message;
     v1::GenerateResponse last;
+    v1::GenerateResponse scores;  // every message's logprobs, in order
     while (reader->Read(&message)) {
       PrintDelta(message, have_text);
+      scores.mutable_prompt_logprobs()->MergeFrom(message.prompt_logprobs());
+      scores.mutable_logprobs()->MergeFrom(message.logprobs());
       if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) last = message;
     }
     status = reader->Finish();
-    if (status.ok()) PrintFinal(last);
+    if (status.ok()) {
+      PrintFinal(last);
+      PrintLogprobs(scores);
+    }
   } else {
     v1::GenerateResponse response;
     status = stub->Generate(&context, request, &response);
     if (status.ok()) {
       PrintDelta(response, have_text);
       PrintFinal(response);
+      PrintLogprobs(response);
     }
   }
   if (!status.ok()) {
