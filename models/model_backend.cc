@@ -88,7 +88,8 @@ absl::Status ModelBackend::ForwardPick(std::span<const SlotChunk> chunks,
                                        std::vector<PickedToken>* picked) {
   const bool all_greedy = std::all_of(picks.begin(), picks.end(), [](const TokenPick& pick) {
     return pick.score_next.empty() &&
-           (pick.sampler == nullptr || (pick.sampler->IsPlainArgmax() && !pick.logprobs));
+           (pick.sampler == nullptr ||
+            (pick.sampler->IsPlainArgmax(pick.generated.size()) && !pick.logprobs));
   });
   if (!all_greedy) return ForwardSample(chunks, picks, picked);
   RETURN_IF_ERROR(ValidatePicks(chunks, picks));

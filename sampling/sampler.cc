@@ -113,6 +113,16 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
       json->AllowReasoningFirst(params.json_reasoning_open, params.json_reasoning_close);
     }
   }
+  std::vector<int32_t> min_tokens_ends;
+  if (params.min_tokens > 0) {
+    for (int32_t id : end_ids) {
+      if (id < 0 || id >= vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("min_tokens: the end token ", id, " is outside the vocabulary"));
+      }
+      min_tokens_ends.push_back(id);
+    }
+  }
   uint64_t seed;
   if (params.seed.has_value()) {
     seed = *params.seed;
@@ -120,12 +130,16 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
     std::random_device device;  // Yields 32 bits per call.
     seed = (static_cast<uint64_t>(device()) << 32) | device();
   }
-  return Sampler(params, vocab_size, seed, std::move(json));
+  return Sampler(params, vocab_size, seed, std::move(json), std::move(min_tokens_ends));
 }
 
 Sampler::Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed,
-                 std::unique_ptr<JsonConstraint> json)
-    : params_(params), vocab_size_(vocab_size), rng_(seed), json_(std::move(json)) {}
+                 std::unique_ptr<JsonConstraint> json, std::vector<int32_t> min_tokens_ends)
+    : params_(params),
+      vocab_size_(vocab_size),
+      rng_(seed),
+      json_(std::move(json)),
+      min_tokens_ends_(std::move(min_tokens_ends)) {}
 
 void Sampler::EnsureScratch() {
   if (!token_marks_.empty()) return;
@@ -142,6 +156,9 @@ int32_t Sampler::SampleWithUniform(std::span<const float> logits,
   EnsureScratch();
   std::transform(logits.begin(), logits.end(), logits_.begin(), NanToNegativeInf);
   for (const auto& [token, bias] : params_.logit_bias) logits_[token] += bias;
+  if (HoldsEndTokens(generated_tokens.size())) {
+    for (int32_t id : min_tokens_ends_) logits_[id] = -kInf;
+  }
   ApplyPenalties(logits_, prompt_tokens, generated_tokens);
   if (json_ == nullptr) {
     if (params_.temperature == 0.0f) return GreedyToken(logits_);

@@ -28,9 +28,10 @@ class Sampler {
   // specified, no library distribution is used, and the draw walks token ids in order, not in
   // whatever order a selection algorithm left them); without it, the sampler is seeded from
   // std::random_device.
-  // With params.json_output, `end_ids` are the tokens that may end the output once the object is
-  // complete (the model's end-of-sequence tokens and the request's stop tokens); none is an
-  // error then.
+  // `end_ids` are the tokens that end the output (the model's end-of-sequence tokens unless
+  // ignore_eos, and the request's stop tokens): with params.json_output they may end it once the
+  // object is complete (none is an error then); with params.min_tokens they are not sampled
+  // before that many tokens.
   static absl::StatusOr<Sampler> Create(const SamplingParams& params, int32_t vocab_size,
                                         std::span<const int32_t> end_ids = {});
 
@@ -61,17 +62,24 @@ class Sampler {
   void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt_tokens,
                       std::span<const int32_t> generated_tokens);
 
-  // True when Sample is a plain argmax of the logits (temperature 0, no penalties, no logit
-  // bias, no JSON constraint): a backend can then pick the token itself without sending the
-  // logits anywhere.
-  bool IsPlainArgmax() const {
+  // True when Sample, after `generated` tokens, is a plain argmax of the logits (temperature 0,
+  // no penalties, no logit bias, no JSON constraint, no end tokens held off by min_tokens): a
+  // backend can then pick the token itself without sending the logits anywhere.
+  bool IsPlainArgmax(size_t generated) const {
     return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f &&
            params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f &&
-           params_.logit_bias.empty() && json_ == nullptr;
+           params_.logit_bias.empty() && json_ == nullptr && !HoldsEndTokens(generated);
   }
-  // True when only the host can pick (a logit bias, or the JSON constraint's mask, which
-  // a device's sampler does not apply): a backend then hands the logits to Sample.
-  bool NeedsHostLogits() const { return !params_.logit_bias.empty() || json_ != nullptr; }
+  // True when only the host can pick the token after `generated` ones (a logit bias, the JSON
+  // constraint's mask, end tokens held off by min_tokens: a device's sampler applies none of
+  // them): a backend then hands the logits to Sample.
+  bool NeedsHostLogits(size_t generated) const {
+    return !params_.logit_bias.empty() || json_ != nullptr || HoldsEndTokens(generated);
+  }
+  // Whether the end tokens are not sampled after `generated` tokens (min_tokens not reached).
+  bool HoldsEndTokens(size_t generated) const {
+    return !min_tokens_ends_.empty() && generated < static_cast<size_t>(params_.min_tokens);
+  }
   // The JSON constraint's state, if the output is constrained.
   const JsonConstraint* json_constraint() const { return json_.get(); }
 
@@ -80,7 +88,7 @@ class Sampler {
 
  private:
   Sampler(const SamplingParams& params, int32_t vocab_size, uint64_t seed,
-          std::unique_ptr<JsonConstraint> json);
+          std::unique_ptr<JsonConstraint> json, std::vector<int32_t> min_tokens_ends);
 
   // Uniform in [0, 1) with 53 random bits, computed here so that no standard library
   // distribution (whose algorithms differ between implementations) is involved.
@@ -97,6 +105,7 @@ class Sampler {
   int32_t vocab_size_;
   std::mt19937_64 rng_;
   std::unique_ptr<JsonConstraint> json_;  // null when unconstrained
+  std::vector<int32_t> min_tokens_ends_;  // end tokens held off before min_tokens (else empty)
 
   // Scratch, vocab_size entries each once allocated (empty before the first call), reused by
   // every call.

@@ -29,6 +29,15 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_
   if (params.max_tokens < 1) {
     return OutOfRange("max_tokens", "an integer >= 1", params.max_tokens);
   }
+  if (params.min_tokens < 0 || params.min_tokens > params.max_tokens) {
+    return OutOfRange("min_tokens", absl::StrCat("in [0, max_tokens = ", params.max_tokens, "]"),
+                      params.min_tokens);
+  }
+  if (params.min_tokens > 0 && params.json_output != nullptr) {
+    return absl::InvalidArgumentError(
+        "sampling parameter min_tokens cannot be combined with a JSON constraint (response_format "
+        "or a constraining tool_choice): the constrained output must be able to end");
+  }
   if (!InClosedRange(params.temperature, 0.0f, kMaxTemperature)) {
     return OutOfRange("temperature", absl::StrCat("in [0, ", kMaxTemperature, "] (0 means greedy)"),
                       params.temperature);

@@ -28,6 +28,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;     // Unset: a fresh random seed per sequence.
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // vLLM's min_tokens: the tokens that end the output (the model's end-of-sequence tokens unless
+  // ignore_eos, and stop_token_ids) are not sampled, and stop strings do not match, before this
+  // many tokens. 0 to max_tokens; 0 = off. Not with a JSON constraint (which must end).
+  int32_t min_tokens = 0;
   // OpenAI's logit_bias: added to the named tokens' logits before the penalties and the
   // temperature (+-100 all but forces or bans a token). Ids distinct, biases in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias = {};

@@ -79,6 +79,7 @@ absl::StatusOr<SamplingParams> ParseSampling(const v1::SamplingParams& s,
   if (s.has_seed()) p.seed = s.seed();
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   p.ignore_eos = s.ignore_eos();
+  p.min_tokens = s.min_tokens();
   for (const auto& [token, bias] : s.logit_bias()) p.logit_bias.emplace_back(token, bias);
   std::sort(p.logit_bias.begin(), p.logit_bias.end());  // a map's order is unspecified
   if (s.json_object() && !s.json_schema().empty()) {
@@ -313,8 +314,9 @@ void AppendDelta(const OutputDelta& delta, v1::GenerateResponse* out) {
 }  // namespace
 
 GrpcResponseBuilder::GrpcResponseBuilder(const Tokenizer* tokenizer, bool skip_special_tokens,
-                                         std::vector<std::string> stop)
-    : assembler_(tokenizer, CheckedStops(tokenizer, std::move(stop)), skip_special_tokens) {}
+                                         std::vector<std::string> stop, int32_t min_tokens)
+    : assembler_(tokenizer, CheckedStops(tokenizer, std::move(stop)), skip_special_tokens,
+                 min_tokens) {}
 
 bool GrpcResponseBuilder::AddTokens(const RequestEvent& event, v1::GenerateResponse* out) {
   for (const LogprobEntry& lp : event.prompt_logprobs) ToProto(lp, out->add_prompt_logprobs());

@@ -73,8 +73,9 @@ inline bool HasContent(const v1::GenerateResponse& r) {
 class GrpcResponseBuilder {
  public:
   // `tokenizer` may be null (no text; `stop` must then be empty).
+  // Stop strings match from the min_tokens-th token's text on.
   GrpcResponseBuilder(const Tokenizer* tokenizer, bool skip_special_tokens,
-                      std::vector<std::string> stop);
+                      std::vector<std::string> stop, int32_t min_tokens = 0);
 
   // Appends the event's tokens, logprobs and newly final text to *out. Returns true exactly once:
   // when a stop string has just matched. The caller must then cancel the request; tokens of this

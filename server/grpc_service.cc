@@ -213,8 +213,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public CallBase {
  public:
   UnaryCall(Engine* engine, ParsedGenerateRequest parsed, const Tokenizer* tokenizer,
             grpc::ByteBuffer* response)
-      : CallBase(engine, GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens,
-                                             std::move(parsed.stop))),
+      : CallBase(engine,
+                 GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens, std::move(parsed.stop),
+                                     parsed.engine.sampling.min_tokens)),
         response_(response) {
     Submit(std::move(parsed.engine), [this](const grpc::Status& s) { Finish(s); });
   }
@@ -239,8 +240,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public CallBase {
 class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>, public CallBase {
  public:
   StreamCall(Engine* engine, ParsedGenerateRequest parsed, const Tokenizer* tokenizer)
-      : CallBase(engine, GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens,
-                                             std::move(parsed.stop))) {
+      : CallBase(engine,
+                 GrpcResponseBuilder(tokenizer, parsed.skip_special_tokens, std::move(parsed.stop),
+                                     parsed.engine.sampling.min_tokens)) {
     Submit(std::move(parsed.engine), [this](const grpc::Status& s) { Finish(s); });
   }
 

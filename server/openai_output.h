@@ -31,7 +31,8 @@ struct Choice {
   Choice(GenerationBackend* backend, ChoiceSource source, const Tokenizer* tokenizer,
          const OpenAiRequest& api, ResponseBuilder::Options options,
          std::optional<ChatOutputParser> parser)
-      : collector(backend, source.id, tokenizer, api.stop, api.include_stop_str_in_output),
+      : collector(backend, source.id, tokenizer, api.stop, api.include_stop_str_in_output,
+                  api.sampling.min_tokens),
         builder(std::move(options)),
         parser(std::move(parser)),
         echo_text(std::move(source.echo_text)) {

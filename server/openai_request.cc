@@ -284,6 +284,17 @@ absl::Status ReadSampling(const json& body, const RequestLimits& limits, OpenAiR
                                         : static_cast<uint64_t>(seed->get<int64_t>());
   }
   RETURN_IF_ERROR(ReadBool(body, "ignore_eos", &p.ignore_eos));
+  std::optional<int64_t> min_tokens;  // vLLM's
+  RETURN_IF_ERROR(ReadInt(body, "min_tokens", 0, limits.max_new_tokens, &min_tokens));
+  if (min_tokens) {
+    if (*min_tokens > p.max_tokens && max_tokens.has_value()) {
+      return FieldError("min_tokens", absl::StrCat("must be at most max_tokens (", p.max_tokens,
+                                                   "), got ", *min_tokens));
+    }
+    p.min_tokens = static_cast<int32_t>(*min_tokens);
+    // A default max_tokens makes room for them (the engine may lower it to what fits).
+    p.max_tokens = std::max(p.max_tokens, p.min_tokens);
+  }
   RETURN_IF_ERROR(ReadLogitBias(body, limits, &p));
   return ReadStopTokenIds(body, limits, out);
 }

@@ -27,8 +27,9 @@ struct OutputDelta {
 class OutputAssembler {
  public:
   // `tokenizer` may be null (token ids only: text stays empty); it must outlive this object.
+  // Stop strings match only from the min_tokens-th token's text on (vLLM's min_tokens).
   OutputAssembler(const Tokenizer* tokenizer, std::vector<std::string> stops,
-                  bool skip_special_tokens = true);
+                  bool skip_special_tokens = true, int32_t min_tokens = 0);
 
   // Consumes an event's tokens up to a stop-string match; later tokens are dropped.
   absl::StatusOr<OutputDelta> Add(const RequestEvent& event);
@@ -43,6 +44,7 @@ class OutputAssembler {
   const Tokenizer* tokenizer_;
   std::optional<IncrementalDecoder> decoder_;
   StopStringMatcher matcher_;
+  int32_t min_tokens_;
   int64_t tokens_consumed_ = 0;
 };
 

@@ -18,13 +18,13 @@ namespace ridge {
 class Collector {
  public:
   // include_stop: a matched stop string is part of the output (vLLM's
-  // include_stop_str_in_output).
+  // include_stop_str_in_output). Stop strings match from the min_tokens-th token's text on.
   Collector(GenerationBackend* backend, RequestId id, const Tokenizer* tokenizer,
-            std::vector<std::string> stops, bool include_stop = false)
+            std::vector<std::string> stops, bool include_stop = false, int32_t min_tokens = 0)
       : backend_(backend),
         id_(id),
         include_stop_(include_stop),
-        assembler_(tokenizer, std::move(stops)) {}
+        assembler_(tokenizer, std::move(stops), /*skip_special_tokens=*/true, min_tokens) {}
 
   OutputDelta Consume(const RequestEvent& event);
   // Cancels the engine request (once), e.g. when the server stops; its final event follows.

@@ -9,13 +9,13 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(st
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 
-std::string StopStringMatcher::Add(std::string_view piece) {
+std::string StopStringMatcher::Add(std::string_view piece, bool may_match) {
   if (stopped_) return "";
   pending_.append(piece);
   if (stops_.empty()) return std::exchange(pending_, {});
 
   size_t best = std::string::npos;
-  for (const std::string& stop : stops_) {
+  for (const std::string& stop : may_match ? stops_ : std::vector<std::string>{}) {
     const size_t at = pending_.find(stop);
     if (at < best) {
       best = at;

@@ -16,8 +16,10 @@ class StopStringMatcher {
   explicit StopStringMatcher(std::vector<std::string> stops);
 
   // Appends `piece` and returns the text that is now final. On a match, returns the text
-  // before the match and stopped() becomes true; later calls return "".
-  std::string Add(std::string_view piece);
+  // before the match and stopped() becomes true; later calls return "". With may_match false
+  // (before a request's min_tokens) nothing matches: the text is final but for a suffix a match
+  // may still start in, as vLLM checks only the text from there on.
+  std::string Add(std::string_view piece, bool may_match = true);
   // The end of generation: returns the held-back text ("" after a match).
   std::string Flush();
 

@@ -190,7 +190,8 @@ SplitPicks SplitHostPicks(std::span<const TokenPick> picks) {
   SplitPicks split;
   split.device.assign(picks.begin(), picks.end());
   for (size_t i = 0; i < picks.size(); ++i) {
-    if (picks[i].sampler != nullptr && picks[i].sampler->NeedsHostLogits()) {
+    if (picks[i].sampler != nullptr &&
+        picks[i].sampler->NeedsHostLogits(picks[i].generated.size())) {
       split.host_rows.push_back(i);
       split.device[i].sampler = nullptr;  // its scored rows, if any, stay on the device
     }

@@ -106,7 +106,9 @@ TEST_P(PromptLogprobsGoldenTest, MatchTheReferenceLogSoftmax) {
     same_rank += e.rank == rank;
     // The rank counts the token itself: the most likely token ranks 1.
     EXPECT_GE(e.rank, 1);
-    if (e.top[0].first == e.token) EXPECT_EQ(e.rank, 1);
+    if (e.top[0].first == e.token) {
+      EXPECT_EQ(e.rank, 1);
+    }
   }
   const double rows = static_cast<double>(ids.size() - 1);
   std::printf(

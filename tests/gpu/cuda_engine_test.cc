@@ -3,6 +3,7 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -191,6 +192,24 @@ TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   }
   EXPECT_EQ(state.complete(), json_final.finish_reason != FinishReason::kLength) << text;
   std::printf("JSON output: %s (%s)\n", text.c_str(), FinishReasonName(json_final.finish_reason));
+
+  // min_tokens (picked on the host while it holds the end tokens off) beside the greedy request:
+  // the greedy run's first 6 tokens as stop tokens end it at once without min_tokens; with
+  // min_tokens 6 it gives 6 tokens, none of them a stop token, and the greedy request is as alone.
+  EngineRequest held = greedy;
+  held.sampling.stop_token_ids.assign(alone[0]->tokens().begin(), alone[0]->tokens().begin() + 6);
+  EXPECT_TRUE(run({held})[0]->tokens().empty());
+  held.sampling.min_tokens = 6;
+  const auto min_tokens = run({held, greedy});
+  EXPECT_EQ(min_tokens[1]->tokens(), alone[0]->tokens());
+  const std::vector<int32_t> held_tokens = min_tokens[0]->tokens();
+  ASSERT_GE(held_tokens.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(std::count(held.sampling.stop_token_ids.begin(), held.sampling.stop_token_ids.end(),
+                         held_tokens[i]),
+              0)
+        << "a stop token at " << i;
+  }
   EXPECT_TRUE((*engine)->WaitIdle(std::chrono::steady_clock::now() + 10s));
 }
 

@@ -35,7 +35,7 @@ TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
     "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5,
     "frequency_penalty": -0.5, "seed": 42, "stop": ["a", "bc"], "stop_token_ids": [5, 6],
     "logprobs": 3, "n": 1, "stream": true, "stream_options": {"include_usage": true},
-    "ignore_eos": true, "solver_tolerance": 1e-3, "solver_max_iterations": 12, "timeout": 2.5,
+    "ignore_eos": true, "min_tokens": 3, "solver_tolerance": 1e-3, "solver_max_iterations": 12, "timeout": 2.5,
     "user": "ignored", "some_future_field": {"x": 1}})");
   auto r = ParseOpenAiRequest(body, ApiKind::kCompletion, Limits());
   ASSERT_TRUE(r.ok()) << r.status();
@@ -58,9 +58,22 @@ TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
   EXPECT_TRUE(r->sampling.ignore_eos);
+  EXPECT_EQ(r->sampling.min_tokens, 3);
   EXPECT_FLOAT_EQ(*r->solver_tolerance, 1e-3f);
   EXPECT_EQ(*r->solver_max_iterations, 12);
   EXPECT_DOUBLE_EQ(*r->timeout_seconds, 2.5);
+}
+
+// min_tokens above the default max_tokens raises it (a request that names no max_tokens).
+TEST(OpenAiRequestTest, MinTokensRaisesADefaultMaxTokens) {
+  RequestLimits limits = Limits();
+  limits.default_completion_max_tokens = 16;
+  auto r = ParseOpenAiRequest(json::parse(R"({"prompt": "x", "min_tokens": 40})"),
+                              ApiKind::kCompletion, limits);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sampling.min_tokens, 40);
+  EXPECT_EQ(r->sampling.max_tokens, 40);
+  EXPECT_TRUE(r->max_tokens_defaulted);
 }
 
 TEST(OpenAiRequestTest, PromptForms) {
@@ -460,6 +473,12 @@ INSTANTIATE_TEST_SUITE_P(
                             "stream_options": {"include_usage": 1}})",
                     "stream_options"},
         InvalidCase{kC, R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+        InvalidCase{kC, R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
+        InvalidCase{kC, R"({"prompt": "x", "min_tokens": 1.5})", "min_tokens"},
+        InvalidCase{kC, R"({"prompt": "x", "max_tokens": 4, "min_tokens": 5})", "min_tokens"},
+        InvalidCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                               "max_completion_tokens": 2, "min_tokens": 3})",
+                    "min_tokens"},
         InvalidCase{kC, R"({"prompt": "x", "solver_tolerance": 2})", "solver_tolerance"},
         InvalidCase{kC, R"({"prompt": "x", "solver_tolerance": -1e-3})", "solver_tolerance"},
         InvalidCase{kC, R"({"prompt": "x", "solver_max_iterations": 0})", "solver_max_iterations"},

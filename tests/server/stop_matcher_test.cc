@@ -30,6 +30,20 @@ TEST(StopStringMatcherTest, MatchInsideOnePiece) {
   EXPECT_EQ(m.Add("more"), "");
 }
 
+// Before min_tokens nothing matches, but a suffix that may begin a match is held: a match that
+// ends in the first piece that may match counts, one wholly before it does not (vLLM's check).
+TEST(StopStringMatcherTest, NoMatchWhileNotAllowed) {
+  StopStringMatcher m({"STOP"});
+  EXPECT_EQ(m.Add("a STOP b ST", /*may_match=*/false), "a STOP b ");
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.Add("OP c", /*may_match=*/true), "");
+  EXPECT_TRUE(m.stopped());
+  StopStringMatcher late({"STOP"});
+  EXPECT_EQ(late.Add("STOP", false), "STOP");
+  EXPECT_EQ(late.Add(" x", true), " x");
+  EXPECT_FALSE(late.stopped());
+}
+
 TEST(StopStringMatcherTest, MatchSplitAcrossPiecesIsHeldBackThenCut) {
   StopStringMatcher m({"world"});
   EXPECT_EQ(m.Add("hello w"), "hello ");  // "w" could start "world"
@@ -123,6 +137,21 @@ TEST(OutputAssemblerTest, StopStringAcrossEventsDropsTheRest) {
   EXPECT_TRUE(a.stopped());
   EXPECT_EQ(a.tokens_consumed(), 7);
   EXPECT_EQ(a.Finish()->text, "");
+}
+
+// min_tokens: a stop string matches only once that many tokens are out, counting the token that
+// completes it (one byte a token here).
+TEST(OutputAssemblerTest, StopStringsWaitForMinTokens) {
+  auto tokenizer = *Tokenizer::FromJson(testing::TinyTokenizerJson().dump(), "");
+  OutputAssembler early(tokenizer.get(), {"ab"}, true, /*min_tokens=*/3);
+  EXPECT_EQ(early.Add(Tokens("abxab"))->text, "abx");  // the first "ab" ends at token 2
+  EXPECT_TRUE(early.stopped());
+  OutputAssembler spanning(tokenizer.get(), {"ab"}, true, /*min_tokens=*/3);
+  EXPECT_EQ(spanning.Add(Tokens("xab"))->text, "x");  // "ab" ends at token 3
+  EXPECT_TRUE(spanning.stopped());
+  OutputAssembler later(tokenizer.get(), {"ab"}, true, /*min_tokens=*/4);
+  EXPECT_EQ(later.Add(Tokens("xab"))->text, "xab");
+  EXPECT_FALSE(later.stopped());
 }
 
 }  // namespace

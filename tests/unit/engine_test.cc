@@ -385,6 +385,44 @@ TEST_F(EngineTest, LogprobsAndStopTokens) {
   }
 }
 
+// min_tokens (vLLM's): the stop tokens are not sampled before that many tokens, after which they
+// end the request again; the model's end-of-sequence tokens are held off the same way.
+TEST_F(EngineTest, MinTokensHoldsOffTheEndTokens) {
+  auto engine = Start({.max_slots = 2});
+  auto run = [&](EngineRequest r) {
+    auto sink = std::make_shared<CollectingSink>();
+    EXPECT_TRUE(engine->Submit(r, sink).ok());
+    const FinishReason reason = sink->Wait().finish_reason;
+    return std::make_pair(reason, sink->tokens());
+  };
+  const auto [_, free_run] = run(Request({4, 5, 6}, 12));
+  ASSERT_EQ(free_run.size(), 12u);
+  // Every token the free greedy run gives in its first 6 is a stop token: without min_tokens
+  // the request stops at once, with min_tokens 6 it goes 6 tokens, none of them a stop token,
+  // then stops at the first one (or runs to max_tokens).
+  EngineRequest held = Request({4, 5, 6}, 12);
+  held.sampling.stop_token_ids.assign(free_run.begin(), free_run.begin() + 6);
+  EXPECT_EQ(run(held).first, FinishReason::kStop);
+  EXPECT_TRUE(run(held).second.empty());
+  held.sampling.min_tokens = 6;
+  const auto [reason, tokens] = run(held);
+  ASSERT_GE(tokens.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(std::count(held.sampling.stop_token_ids.begin(), held.sampling.stop_token_ids.end(),
+                         tokens[i]),
+              0)
+        << "a stop token sampled at " << i;
+  }
+  EXPECT_TRUE(reason == FinishReason::kStop || tokens.size() == 12u);
+  // More than max_tokens: refused, naming the field.
+  EngineRequest eos = Request({4, 5, 6}, 4);
+  eos.sampling.min_tokens = 5;  // more than max_tokens
+  auto sink = std::make_shared<CollectingSink>();
+  const auto refused = engine->Submit(eos, sink);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("min_tokens"), std::string::npos) << refused.status();
+}
+
 }  // namespace
 }  // namespace ridge
 

@@ -217,6 +217,7 @@ TEST_F(GrpcConversionTest, EveryFieldIsCarried) {
   s->add_stop(std::string("\n\n"));
   s->add_stop_token_ids(9);
   s->set_ignore_eos(true);
+  s->set_min_tokens(2);
   s->set_top_logprobs(3);
   (*s->mutable_logit_bias())[11] = -100.0f;
   (*s->mutable_logit_bias())[4] = 2.5f;
@@ -239,6 +240,7 @@ TEST_F(GrpcConversionTest, EveryFieldIsCarried) {
   EXPECT_EQ(*e.sampling.seed, 0u);
   EXPECT_EQ(e.sampling.stop_token_ids, std::vector<int32_t>{9});
   EXPECT_TRUE(e.sampling.ignore_eos);
+  EXPECT_EQ(e.sampling.min_tokens, 2);
   EXPECT_TRUE(e.logprobs);  // implied by top_logprobs
   EXPECT_EQ(e.top_logprobs, 3);
   EXPECT_EQ(e.sampling.logit_bias,

@@ -220,6 +220,22 @@ RandomOutput WriteRandomly(Sampler& sampler, const std::vector<std::string>& byt
   return out;
 }
 
+// min_tokens would hold off the end token the completed object needs: refused.
+TEST(JsonSamplerTest, MinTokensIsRefused) {
+  const std::vector<std::string> bytes = TokenBytes("qwen_style", 13);
+  auto vocabulary = JsonVocabulary::Create(bytes);
+  ASSERT_TRUE(vocabulary.ok()) << vocabulary.status();
+  SamplingParams params;
+  params.json_output = *vocabulary;
+  params.min_tokens = 1;
+  const auto sampler =
+      Sampler::Create(params, static_cast<int32_t>(bytes.size()),
+                      std::vector<int32_t>{static_cast<int32_t>(bytes.size()) - 1});
+  EXPECT_NE(sampler.status().message().find("min_tokens cannot be combined with a JSON constraint"),
+            std::string::npos)
+      << sampler.status();
+}
+
 // Every output of a random model is one JSON object and then the end token.
 TEST(JsonSamplerTest, ARandomModelWritesOneJsonObjectThenEnds) {
   const std::vector<std::string> bytes = TokenBytes("qwen_style", 13);
@@ -430,8 +446,8 @@ TEST(JsonSamplerTest, OnlyAnEndTokenFollowsTheObjectAndNoneComesBefore) {
   params.stop_token_ids = {'A' - 0x20};  // a stop token that is text: only after the object
   auto sampler = Sampler::Create(params, vocab, std::vector<int32_t>{vocab - 1, 'A' - 0x20});
   ASSERT_TRUE(sampler.ok()) << sampler.status();
-  EXPECT_FALSE(sampler->IsPlainArgmax());
-  EXPECT_TRUE(sampler->NeedsHostLogits());
+  EXPECT_FALSE(sampler->IsPlainArgmax(0));
+  EXPECT_TRUE(sampler->NeedsHostLogits(0));
   std::vector<float> logits(vocab, 0.0f);
   logits[vocab - 1] = 10.0f;  // the end, wanted first
   logits['A' - 0x20] = 9.0f;

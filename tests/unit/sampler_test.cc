@@ -133,7 +133,7 @@ TEST(SamplerTest, LogitBiasShiftsTheNamedTokensBeforeEverythingElse) {
   params.temperature = 0.0f;
   params.logit_bias = {{0, 4.5f}, {1, -100.0f}};
   Sampler sampler = MakeSampler(params, 5);
-  EXPECT_FALSE(sampler.IsPlainArgmax());  // a backend must not take its own argmax
+  EXPECT_FALSE(sampler.IsPlainArgmax(0));  // a backend must not take its own argmax
   // Without the bias 1 wins; banned, 0 (1 + 4.5) beats 3 (4).
   EXPECT_EQ(sampler.Sample(std::vector<float>{1.0f, 5.0f, 3.0f, 4.0f, -2.0f}, {}, {}), 0);
   // At temperature 1 a -100 bias leaves a token all but impossible, +100 all but certain.
@@ -152,6 +152,49 @@ TEST(SamplerTest, LogitBiasShiftsTheNamedTokensBeforeEverythingElse) {
   EXPECT_NE(ValidateSamplingParams(params, 5).message().find("[-100, 100]"), std::string::npos);
   params.logit_bias = {{1, 1.0f}, {1, 2.0f}};
   EXPECT_NE(ValidateSamplingParams(params, 5).message().find("twice"), std::string::npos);
+}
+
+// min_tokens: the end tokens given to Create are not sampled before that many tokens, greedy or
+// not, and the sampler asks for the host's logits until then.
+TEST(SamplerTest, MinTokensHoldsOffTheEndTokens) {
+  SamplingParams p;
+  p.max_tokens = 8;
+  p.min_tokens = 2;
+  p.temperature = 0.0f;
+  const std::vector<int32_t> ends = {3, 1};
+  auto sampler = Sampler::Create(p, 4, ends);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 9.0f};  // the end tokens lead
+  const std::vector<int32_t> none, one = {2}, two = {2, 2};
+  EXPECT_EQ(sampler->Sample(logits, none, none), 2);
+  EXPECT_EQ(sampler->Sample(logits, none, one), 2);
+  EXPECT_EQ(sampler->Sample(logits, none, two), 3);  // min_tokens reached
+  EXPECT_TRUE(sampler->NeedsHostLogits(1));
+  EXPECT_FALSE(sampler->IsPlainArgmax(1));
+  EXPECT_FALSE(sampler->NeedsHostLogits(2));
+  EXPECT_TRUE(sampler->IsPlainArgmax(2));
+  p.temperature = 1.0f;
+  p.seed = 3;
+  auto drawing = Sampler::Create(p, 4, ends);
+  ASSERT_TRUE(drawing.ok());
+  for (int i = 0; i < 200; ++i) {
+    const int32_t token = drawing->Sample(logits, none, one);
+    EXPECT_TRUE(token == 0 || token == 2) << token;
+  }
+  // Without end tokens (ignore_eos and no stop ids) there is nothing to hold off.
+  auto no_ends = Sampler::Create(p, 4);
+  ASSERT_TRUE(no_ends.ok());
+  EXPECT_FALSE(no_ends->HoldsEndTokens(0));
+  // Out of range: negative, above max_tokens, or with a JSON constraint (checked in its test).
+  p.min_tokens = -1;
+  EXPECT_NE(Sampler::Create(p, 4, ends).status().message().find("min_tokens"), std::string::npos);
+  p.min_tokens = 9;
+  EXPECT_NE(Sampler::Create(p, 4, ends)
+                .status()
+                .message()
+                .find("min_tokens must be in [0, "
+                      "max_tokens = 8], got 9"),
+            std::string::npos);
 }
 
 TEST(SamplerTest, TopKOneEqualsGreedy) {
