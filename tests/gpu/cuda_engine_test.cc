@@ -194,10 +194,13 @@ TEST(CudaEngineTest, SampledRequestsWithSeedsAndLogprobs) {
   std::printf("JSON output: %s (%s)\n", text.c_str(), FinishReasonName(json_final.finish_reason));
 
   // min_tokens (picked on the host while it holds the end tokens off) beside the greedy request:
-  // the greedy run's first 6 tokens as stop tokens end it at once without min_tokens; with
+  // a greedy run's first 6 tokens as stop tokens end it at once without min_tokens; with
   // min_tokens 6 it gives 6 tokens, none of them a stop token, and the greedy request is as alone.
   EngineRequest held = greedy;
-  held.sampling.stop_token_ids.assign(alone[0]->tokens().begin(), alone[0]->tokens().begin() + 6);
+  held.sampling.ignore_eos = true;
+  const std::vector<int32_t> free_run = run({held})[0]->tokens();
+  ASSERT_EQ(free_run.size(), 12u);
+  held.sampling.stop_token_ids.assign(free_run.begin(), free_run.begin() + 6);
   EXPECT_TRUE(run({held})[0]->tokens().empty());
   held.sampling.min_tokens = 6;
   const auto min_tokens = run({held, greedy});
