@@ -40,6 +40,18 @@ void CallListStream::Arguments(std::string_view text, std::vector<ToolCallPiece>
   }
 }
 
+bool CallListStream::ClosesString(char c) {
+  if (escaped_) {
+    escaped_ = false;
+  } else if (c == '\\') {
+    escaped_ = true;
+  } else if (c == '"') {
+    in_string_ = false;
+    return true;
+  }
+  return false;
+}
+
 bool CallListStream::StepArguments(char c, std::vector<ToolCallPiece>* out) {
   if (arguments_kind_ == ValueKind::kLiteral && (IsSpace(c) || c == ',' || c == '}' || c == ']')) {
     in_arguments_ = false;
@@ -47,14 +59,7 @@ bool CallListStream::StepArguments(char c, std::vector<ToolCallPiece>* out) {
   }
   Arguments(std::string_view(&c, 1), out);
   if (in_string_) {
-    if (escaped_) {
-      escaped_ = false;
-    } else if (c == '\\') {
-      escaped_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-      if (arguments_kind_ == ValueKind::kString) in_arguments_ = false;
-    }
+    if (ClosesString(c) && arguments_kind_ == ValueKind::kString) in_arguments_ = false;
     return true;
   }
   if (c == '"') {
@@ -87,14 +92,7 @@ void CallListStream::Step(char c, std::vector<ToolCallPiece>* out) {
   if (in_arguments_ && StepArguments(c, out)) return;
   if (in_string_) {
     string_ += c;
-    if (escaped_) {
-      escaped_ = false;
-    } else if (c == '\\') {
-      escaped_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-      StringEnded(out);
-    }
+    if (ClosesString(c)) StringEnded(out);
     return;
   }
   if (IsSpace(c)) return;

@@ -42,6 +42,7 @@ class CallListStream {
   enum class ValueKind { kContainer, kString, kLiteral };
 
   void Step(char c, std::vector<ToolCallPiece>* out);
+  bool ClosesString(char c);  // inside a string: follows escapes; true when `c` ends it
   bool StepArguments(char c, std::vector<ToolCallPiece>* out);  // false: c ended a literal
   void StringEnded(std::vector<ToolCallPiece>* out);
   void Arguments(std::string_view text, std::vector<ToolCallPiece>* out);
