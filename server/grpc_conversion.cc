@@ -79,7 +79,16 @@ absl::StatusOr<SamplingParams> ParseSampling(const v1::SamplingParams& s,
   if (s.has_seed()) p.seed = s.seed();
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   p.ignore_eos = s.ignore_eos();
+  if (s.min_tokens() < 0 || s.min_tokens() > model.limits.max_new_tokens ||
+      (s.has_max_tokens() && s.min_tokens() > s.max_tokens())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling.min_tokens must be in [0, ", s.has_max_tokens() ? "max_tokens" : "max_new_tokens",
+        " = ", s.has_max_tokens() ? s.max_tokens() : model.limits.max_new_tokens, "], got ",
+        s.min_tokens()));
+  }
   p.min_tokens = s.min_tokens();
+  // A default max_tokens makes room for them (the engine may lower it to what fits), as over HTTP.
+  if (!s.has_max_tokens()) p.max_tokens = std::max(p.max_tokens, p.min_tokens);
   for (const auto& [token, bias] : s.logit_bias()) p.logit_bias.emplace_back(token, bias);
   std::sort(p.logit_bias.begin(), p.logit_bias.end());  // a map's order is unspecified
   if (s.json_object() && !s.json_schema().empty()) {

@@ -99,6 +99,18 @@ TEST_F(GrpcConversionTest, InvalidRequestsNameTheField) {
        absl::StatusCode::kInvalidArgument, "sampling.max_tokens must be in [1, 100], got 0"},
       {"max_tokens over limit", [](auto* r) { r->mutable_sampling()->set_max_tokens(101); },
        absl::StatusCode::kInvalidArgument, "sampling.max_tokens"},
+      {"min_tokens over max_tokens",
+       [](auto* r) {
+         r->mutable_sampling()->set_max_tokens(4);
+         r->mutable_sampling()->set_min_tokens(5);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "sampling.min_tokens must be in [0, max_tokens = 4], got 5"},
+      {"min_tokens over the limit", [](auto* r) { r->mutable_sampling()->set_min_tokens(101); },
+       absl::StatusCode::kInvalidArgument,
+       "sampling.min_tokens must be in [0, max_new_tokens = 100], got 101"},
+      {"negative min_tokens", [](auto* r) { r->mutable_sampling()->set_min_tokens(-1); },
+       absl::StatusCode::kInvalidArgument, "sampling.min_tokens"},
       {"negative temperature", [](auto* r) { r->mutable_sampling()->set_temperature(-1); },
        absl::StatusCode::kInvalidArgument, "temperature"},
       {"NaN temperature", [nan](auto* r) { r->mutable_sampling()->set_temperature(nan); },
@@ -252,6 +264,17 @@ TEST_F(GrpcConversionTest, EveryFieldIsCarried) {
   EXPECT_EQ(e.solver->max_iterations, 12);
   EXPECT_EQ(parsed->stop, std::vector<std::string>{"\n\n"});
   EXPECT_FALSE(parsed->skip_special_tokens);
+}
+
+// min_tokens above an unset max_tokens's default raises it, as over HTTP.
+TEST_F(GrpcConversionTest, MinTokensRaisesADefaultMaxTokens) {
+  v1::GenerateRequest r = IdsRequest({5});
+  r.mutable_sampling()->set_min_tokens(40);
+  absl::StatusOr<ParsedGenerateRequest> parsed = ParseGenerateRequest(r, Model(true));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->engine.sampling.min_tokens, 40);
+  EXPECT_EQ(parsed->engine.sampling.max_tokens, 40);
+  EXPECT_TRUE(parsed->engine.max_tokens_defaulted);
 }
 
 TEST_F(GrpcConversionTest, JsonObjectConstrainsTheSampling) {
