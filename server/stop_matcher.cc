@@ -15,11 +15,13 @@ std::string StopStringMatcher::Add(std::string_view piece, bool may_match) {
   if (stops_.empty()) return std::exchange(pending_, {});
 
   size_t best = std::string::npos;
-  for (const std::string& stop : may_match ? stops_ : std::vector<std::string>{}) {
-    const size_t at = pending_.find(stop);
-    if (at < best) {
-      best = at;
-      matched_ = stop;
+  if (may_match) {
+    for (const std::string& stop : stops_) {
+      const size_t at = pending_.find(stop);
+      if (at < best) {
+        best = at;
+        matched_ = stop;
+      }
     }
   }
   if (best != std::string::npos) {
