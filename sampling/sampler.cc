@@ -82,18 +82,20 @@ float LogProb(float logit, const LogSoftmaxNormalizer& norm) {
 absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vocab_size,
                                         std::span<const int32_t> end_ids) {
   RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size));
+  if (params.json_output != nullptr || params.min_tokens > 0) {  // the two users of end_ids
+    for (int32_t id : end_ids) {
+      if (id < 0 || id >= vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the end token ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
+      }
+    }
+  }
   std::unique_ptr<JsonConstraint> json;
   if (params.json_output != nullptr) {
     if (end_ids.empty()) {
       return absl::InvalidArgumentError(
           "JSON output needs a token that ends it (an end-of-sequence or stop token), and this "
           "request has none (ignore_eos is set, or the model names no end-of-sequence token)");
-    }
-    for (int32_t id : end_ids) {
-      if (id < 0 || id >= vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("JSON output: the end token ", id, " is outside the vocabulary"));
-      }
     }
     if (params.json_schema != nullptr) {
       RETURN_IF_ERROR(params.json_schema->CheckSpelling(*params.json_output));
@@ -114,15 +116,7 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingParams& params, int32_t vo
     }
   }
   std::vector<int32_t> min_tokens_ends;
-  if (params.min_tokens > 0) {
-    for (int32_t id : end_ids) {
-      if (id < 0 || id >= vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("min_tokens: the end token ", id, " is outside the vocabulary"));
-      }
-      min_tokens_ends.push_back(id);
-    }
-  }
+  if (params.min_tokens > 0) min_tokens_ends.assign(end_ids.begin(), end_ids.end());
   uint64_t seed;
   if (params.seed.has_value()) {
     seed = *params.seed;
