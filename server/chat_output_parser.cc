@@ -22,10 +22,10 @@ size_t PartialTagSuffix(std::string_view text, std::string_view tag) {
   return 0;
 }
 
-bool AllSpace(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
-}
+// JSON's white space, which is also what the parser drops between and around calls.
+constexpr char kSpace[] = " \t\r\n";
+
+bool AllSpace(std::string_view s) { return s.find_first_not_of(kSpace) == std::string_view::npos; }
 
 // JSON a model wrote, or null when it is not JSON or nests too deep (a model can write any depth).
 nlohmann::ordered_json ParseModelJson(const std::string& text) {
@@ -197,10 +197,10 @@ void ChatOutputParser::AddForcedArguments(std::string_view text, bool final, Cha
   held_space_.clear();
   pending.append(text);
   if (tool_calls_emitted_ == 0) {
-    const size_t first = pending.find_first_not_of(" \t\r\n");
+    const size_t first = pending.find_first_not_of(kSpace);
     pending.erase(0, first == std::string::npos ? pending.size() : first);
   }
-  const size_t last = pending.find_last_not_of(" \t\r\n");
+  const size_t last = pending.find_last_not_of(kSpace);
   if (last == std::string::npos) {
     held_space_ = std::move(pending);
     return;
